@@ -1,0 +1,148 @@
+"""The /extract contract: the JSON shapes every algorithm service speaks.
+
+One definition, used by the services (to build replies), the orchestrator and
+clients (to validate them) and the contract tests (to check every service).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Block(BaseModel):
+    """One run of visible text on the page, classified as content or boilerplate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    is_content: bool
+    score: float | None = None
+    path: str | None = None
+    label: str | None = Field(
+        default=None, description="The algorithm's own class name for the block, where it has one."
+    )
+
+
+class ExtractRequest(BaseModel):
+    """JSON body of POST /extract. `options` is validated by the algorithm's own model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    html: str
+    url: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExtractReply(BaseModel):
+    """200 reply of POST /extract."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    algorithm: str
+    version: str
+    text: str
+    blocks: list[Block]
+    elapsed_ms: float
+
+
+class ErrorReply(BaseModel):
+    """Every non-2xx reply of every service and of the orchestrator."""
+
+    error: str
+    detail: str
+
+
+class ServiceInfo(BaseModel):
+    """GET /info: what runs behind a service."""
+
+    name: str
+    version: str
+    description: str
+    reference: str
+    options_schema: dict[str, Any]
+    engine: str | None = None
+
+
+class Options(BaseModel):
+    """Base of every algorithm's options model: unknown keys are refused (422)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What a pure extractor returns. `text` defaults to the content blocks joined by
+    newlines; an algorithm whose own output differs from its blocks (a peer library
+    that normalises whitespace, say) passes its text explicitly."""
+
+    blocks: list[Block]
+    text: str | None = None
+
+    def content_text(self) -> str:
+        if self.text is not None:
+            return self.text
+        return "\n".join(b.text for b in self.blocks if b.is_content)
+
+
+class PageError(ValueError):
+    """The page cannot be processed by this algorithm (reported as 422, never as 500).
+
+    An extractor raises it for input it refuses on purpose, for example an RSS
+    request without a feed or a page that matches no feed item.
+    """
+
+
+ExtractFn = Callable[[str, Any, "str | None"], Extraction]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A pure extractor plus what the service kit needs to serve it.
+
+    `extract(html, options, url)` takes decoded HTML text, an instance of
+    `options_model` and the page URL (or None), and returns an Extraction. It must
+    not touch the network or global state beyond caches, so that the same function
+    runs in-process, in a worker process behind HTTP, or on a cluster.
+    `engine` names what actually runs (for example Boilerpipe's `java` or `python`);
+    `warm_up` is called once per worker process before it is marked ready.
+    """
+
+    name: str
+    version: str
+    description: str
+    reference: str
+    options_model: type[Options]
+    extract: ExtractFn
+    engine: Callable[[], str | None] = field(default=lambda: None)
+    warm_up: Callable[[], None] = field(default=lambda: None)
+
+    def info(self) -> ServiceInfo:
+        return ServiceInfo(
+            name=self.name,
+            version=self.version,
+            description=self.description,
+            reference=self.reference,
+            options_schema=self.options_model.model_json_schema(),
+            engine=self.engine(),
+        )
+
+    def run(self, html: str, options: dict[str, Any] | Options | None = None,
+            url: str | None = None) -> ExtractReplyBody:
+        """Validate options and run the extractor in this process (no HTTP)."""
+        opts = options if isinstance(options, Options) else self.options_model.model_validate(
+            options or {}
+        )
+        extraction = self.extract(html, opts, url)
+        return ExtractReplyBody(text=extraction.content_text(), blocks=extraction.blocks)
+
+
+@dataclass(frozen=True)
+class ExtractReplyBody:
+    """The algorithm-dependent part of a reply (text and blocks)."""
+
+    text: str
+    blocks: list[Block]

@@ -1,0 +1,98 @@
+"""From page bytes to text, the same way for every service and the orchestrator.
+
+Order: a byte-order mark wins; then a charset the page declares (HTTP-equiv meta,
+<meta charset>, or an XML declaration), kept only if the bytes decode under it
+without errors; then strict UTF-8; then charset-normalizer's best guess. Real
+pages often declare Latin-1 over UTF-8 bytes, hence "declared" is tried strictly
+and UTF-8 before detection.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+from charset_normalizer import from_bytes
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+_DECLARED = re.compile(
+    rb"""(?:<meta[^>]{0,200}?charset\s*=\s*["']?\s*|<\?xml[^>]{0,100}?encoding\s*=\s*["'])"""
+    rb"""([A-Za-z0-9_.:-]{1,40})""",
+    re.IGNORECASE,
+)
+# C0 controls other than tab, newline, form feed, carriage return; and NUL.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+_TAG = re.compile(r"<\s*[A-Za-z!?/]")
+# A page whose text is more than this share control characters is binary, not HTML.
+_MAX_CONTROL_SHARE = 0.05
+
+
+class NotHTMLError(ValueError):
+    """The input is empty, binary or has no markup at all (reported as 400)."""
+
+
+def _declared_charset(data: bytes) -> str | None:
+    match = _DECLARED.search(data[:4096])
+    if not match:
+        return None
+    name = match.group(1).decode("ascii", "replace")
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        return None
+
+
+def _utf16_without_bom(data: bytes) -> str | None:
+    """UTF-16 pages without a BOM show NUL bytes beside every ASCII character."""
+    head = data[:200]
+    if len(head) >= 8 and head.count(0) * 3 > len(head):
+        le = head[1::2].count(0) > head[0::2].count(0)
+        return "utf-16-le" if le else "utf-16-be"
+    return None
+
+
+def decode_html(data: bytes) -> str:
+    """Decode page bytes to text; raise NotHTMLError for empty or binary input."""
+    if not data or not data.strip():
+        raise NotHTMLError("the body is empty")
+    text: str | None = None
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            text = data[len(bom):].decode(encoding, errors="replace")
+            break
+    if text is None:
+        utf16 = _utf16_without_bom(data)
+        candidates = [c for c in (utf16, _declared_charset(data), "utf-8") if c]
+        for encoding in candidates:
+            try:
+                text = data.decode(encoding)
+                break
+            except (UnicodeDecodeError, LookupError):
+                continue
+    if text is None:
+        best = from_bytes(data).best()
+        if best is None:
+            raise NotHTMLError("the body is binary: no text encoding fits it")
+        text = str(best)
+    check_html(text)
+    return text
+
+
+def check_html(text: str) -> None:
+    """Refuse text that cannot be an HTML page: empty, binary-looking, or without tags."""
+    if not text.strip():
+        raise NotHTMLError("the page is empty")
+    controls = len(_CONTROL.findall(text[:100_000]))
+    if controls > _MAX_CONTROL_SHARE * min(len(text), 100_000):
+        raise NotHTMLError(
+            f"the body looks binary: {controls} control characters in its first "
+            f"{min(len(text), 100_000)} characters"
+        )
+    if not _TAG.search(text):
+        raise NotHTMLError("the body holds no HTML markup")

@@ -1,0 +1,143 @@
+"""Parsing pages and cutting them into visible text blocks, shared by the services.
+
+`parse_html` never raises on real-world input: it strips the control characters
+libxml2 refuses, hands libxml2 UTF-8 bytes (so an XML declaration with a bogus
+encoding is harmless) and turns an empty document into an empty <html>.
+`text_blocks` walks the tree once, without recursion, and yields the visible text
+between block-level boundaries in document order, each with the XPath of the
+block element that holds it: the unit most services report as their blocks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import lxml.html
+from lxml import etree
+
+# Elements whose text is never shown.
+INVISIBLE = frozenset(
+    {"script", "style", "noscript", "template", "head", "title", "meta", "link", "iframe",
+     "object", "embed", "svg", "math", "select", "option", "datalist", "textarea", "canvas"}
+)
+# Elements that start a new line in a text-mode rendering.
+BLOCK_LEVEL = frozenset(
+    {"html", "body", "address", "article", "aside", "blockquote", "dd", "details", "dialog",
+     "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2",
+     "h3", "h4", "h5", "h6", "header", "hgroup", "hr", "li", "main", "nav", "ol", "p", "pre",
+     "section", "summary", "table", "tbody", "thead", "tfoot", "tr", "td", "th", "caption",
+     "ul", "br", "center", "menu", "dir", "frameset", "frame", "noframes", "legend", "text"}
+)
+_XML_BAD = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_SPACE = re.compile(r"\s+")
+
+_PARSER = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True,
+                               huge_tree=True)
+
+
+def clean_text(text: str) -> str:
+    """Remove the characters libxml2 cannot hold (controls, lone surrogates)."""
+    return _XML_BAD.sub(" ", text)
+
+
+def parse_html(html: str) -> lxml.html.HtmlElement:
+    """Parse decoded page text into an lxml tree rooted at <html>; never raises."""
+    data = clean_text(html).encode("utf-8", errors="replace")
+    try:
+        root = lxml.html.document_fromstring(data, parser=_PARSER)
+    except (etree.ParserError, ValueError):
+        root = lxml.html.document_fromstring(b"<html><body></body></html>", parser=_PARSER)
+    return root
+
+
+def tag_name(element: etree._Element) -> str:
+    """Lower-case local tag name; '' for comments and processing instructions."""
+    tag = element.tag
+    return tag.rsplit("}", 1)[-1].lower() if isinstance(tag, str) else ""
+
+
+def normalize_space(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    """Visible text between two block-level boundaries."""
+
+    text: str
+    element: etree._Element
+    path: str
+    link_chars: int
+
+
+def text_blocks(root: etree._Element) -> list[TextBlock]:
+    """The visible text blocks of a parsed page in document order (empty ones dropped)."""
+    tree = root.getroottree()
+    blocks: list[TextBlock] = []
+    parts: list[str] = []
+    link_chars = 0
+    containers: list[etree._Element] = [root]
+    link_depth = 0
+
+    def flush() -> None:
+        nonlocal link_chars
+        text = normalize_space("".join(parts))
+        if text:
+            container = containers[-1]
+            blocks.append(TextBlock(text, container, tree.getpath(container),
+                                    min(link_chars, len(text))))
+        parts.clear()
+        link_chars = 0
+
+    def add(text: str | None) -> None:
+        nonlocal link_chars
+        if text:
+            parts.append(text)
+            if link_depth:
+                link_chars += len(normalize_space(text))
+
+    for event, element in _walk(root):
+        name = tag_name(element)
+        if event == "start":
+            if name in BLOCK_LEVEL:
+                flush()
+                containers.append(element)
+            if name == "a":
+                link_depth += 1
+            add(element.text)
+        elif event == "end":
+            if name == "a":
+                link_depth -= 1
+            if name in BLOCK_LEVEL:
+                flush()
+                containers.pop()
+            add(element.tail)
+        else:  # a skipped (invisible) element: only its tail shows
+            add(element.tail)
+    flush()
+    return blocks
+
+
+def _walk(root: etree._Element) -> Iterator[tuple[str, etree._Element]]:
+    """Depth-first start/end events without recursion; invisible subtrees come as
+    one 'skip' event so their tails still count."""
+    stack: list[tuple[etree._Element, bool]] = [(root, False)]
+    while stack:
+        element, closing = stack.pop()
+        if closing:
+            yield "end", element
+            continue
+        if not isinstance(element.tag, str) or tag_name(element) in INVISIBLE:
+            if element is not root:
+                yield "skip", element
+            continue
+        yield "start", element
+        stack.append((element, True))
+        stack.extend((child, False) for child in reversed(element))
+
+
+def visible_text(root: etree._Element) -> str:
+    """All visible text of the page, one block per line (the 'keep everything' baseline)."""
+    return "\n".join(block.text for block in text_blocks(root))
