@@ -1,0 +1,1 @@
+"""The orchestrator: test sets in, every service scored, figures and a report out."""

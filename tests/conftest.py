@@ -1,0 +1,27 @@
+"""Shared fixtures: the development datasets (skipped with a reason where absent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shared.datasets import dataset_dir, datasets_root
+
+
+def require_dataset(name: str) -> Path:
+    path = dataset_dir(name)
+    if path is None:
+        pytest.skip(f"dataset {name!r} not found under {datasets_root()} "
+                    "(set BOILERBENCH_DATASETS or place ../shared/datasets beside the repo)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def scrapinghub() -> Path:
+    return require_dataset("scrapinghub")
+
+
+@pytest.fixture(scope="session")
+def cleaneval() -> Path:
+    return require_dataset("cleaneval")
