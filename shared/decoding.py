@@ -1,10 +1,10 @@
 """From page bytes to text, the same way for every service and the orchestrator.
 
-Order: a byte-order mark wins; then a charset the page declares (HTTP-equiv meta,
-<meta charset>, or an XML declaration), kept only if the bytes decode under it
-without errors; then strict UTF-8; then charset-normalizer's best guess. Real
-pages often declare Latin-1 over UTF-8 bytes, hence "declared" is tried strictly
-and UTF-8 before detection.
+Order: a byte-order mark wins; then strict UTF-8; then a charset the page declares
+(<meta charset>, HTTP-equiv meta, or an XML declaration), kept only if the bytes
+decode under it without errors; then charset-normalizer's best guess. Strict
+UTF-8 goes before the declaration because real pages often declare Latin-1 over
+UTF-8 bytes, while text in a legacy charset almost never passes as valid UTF-8.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def decode_html(data: bytes) -> str:
             break
     if text is None:
         utf16 = _utf16_without_bom(data)
-        candidates = [c for c in (utf16, _declared_charset(data), "utf-8") if c]
+        candidates = [c for c in (utf16, "utf-8", _declared_charset(data)) if c]
         for encoding in candidates:
             try:
                 text = data.decode(encoding)

@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from shared.contract import Algorithm, ExtractRequest, PageError
 from shared.decoding import NotHTMLError, check_html, decode_html
 from shared.settings import ServiceSettings
-from shared.workers import ExtractionFailed, ExtractionTimeout, PoolBusy, WorkerPool
+from shared.workers import ExtractionFailedError, ExtractionTimeoutError, PoolBusyError, WorkerPool
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 
@@ -104,7 +104,8 @@ def parse_extract_request(body: bytes, content_type: str, query: dict[str, str])
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            raise ServiceError(400, "malformed_json", f"the body is not valid JSON: {exc}") from None
+            detail = f"the body is not valid JSON: {exc}"
+            raise ServiceError(400, "malformed_json", detail) from None
         if not isinstance(payload, dict):
             raise ServiceError(422, "invalid_request", "the JSON body must be an object")
         try:
@@ -188,13 +189,13 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
             result = await pool.run(
                 parsed.html, options.model_dump(mode="json"), parsed.url, settings.time_limit_s
             )
-        except ExtractionTimeout as exc:
+        except ExtractionTimeoutError as exc:
             raise ServiceError(504, "timeout", str(exc)) from None
-        except PoolBusy as exc:
+        except PoolBusyError as exc:
             raise ServiceError(503, "busy", str(exc)) from None
         except PageError as exc:
             raise ServiceError(422, "unprocessable_page", str(exc)) from None
-        except ExtractionFailed as exc:
+        except ExtractionFailedError as exc:
             raise ServiceError(422, "extraction_failed", str(exc)) from None
         return json_response({
             "algorithm": algorithm.name,

@@ -3,10 +3,11 @@
 A thread cannot be stopped in Python, and lxml or a JVM in the middle of a parse
 does not look at a flag. So each service keeps a small pool of worker processes
 (fresh interpreters, `python -m shared.workers MODULE FD`, so no lock, JVM or
-__main__ module is inherited); a request goes to an idle worker over a socket pair, and when the time limit passes the worker is killed with
-SIGKILL and replaced. The pool then serves the next request as soon as the
-replacement has imported its extractor. A worker that dies on its own (a crash
-in native code, memory exhaustion) is replaced the same way.
+__main__ module is inherited); a request goes to an idle worker over a socket
+pair, and when the time limit passes the worker is killed with SIGKILL and
+replaced. The pool serves the next request as soon as the replacement has
+imported its extractor. A worker that dies on its own (a crash in native code,
+memory exhaustion) is replaced the same way.
 """
 
 from __future__ import annotations
@@ -25,15 +26,16 @@ from typing import Any
 
 from shared.contract import Algorithm, PageError
 
-class ExtractionTimeout(Exception):
+
+class ExtractionTimeoutError(Exception):
     """The extraction ran past the time limit; its worker was killed."""
 
 
-class ExtractionFailed(Exception):
+class ExtractionFailedError(Exception):
     """The extractor raised, or its worker died, on this page."""
 
 
-class PoolBusy(Exception):
+class PoolBusyError(Exception):
     """No worker became free within the time limit."""
 
 
@@ -123,7 +125,12 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         readable: asyncio.Future[None] = loop.create_future()
         fd = worker.conn.fileno()
-        loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
+
+        def _on_readable() -> None:
+            if not readable.done():
+                readable.set_result(None)
+
+        loop.add_reader(fd, _on_readable)
         try:
             await asyncio.wait_for(readable, timeout)
         finally:
@@ -155,24 +162,24 @@ class WorkerPool:
 
     async def run(self, html: str, options: dict[str, Any], url: str | None,
                   timeout: float) -> WorkerResult:
-        """Extract one page in a worker; raise ExtractionTimeout, ExtractionFailed,
-        PageError or PoolBusy."""
+        """Extract one page in a worker; raise ExtractionTimeoutError, ExtractionFailedError,
+        PageError or PoolBusyError."""
         deadline = time.monotonic() + timeout
         try:
             worker = await asyncio.wait_for(self._idle.get(), timeout)
         except TimeoutError:
-            raise PoolBusy(f"no extraction worker was free within {timeout:g} s") from None
+            raise PoolBusyError(f"no extraction worker was free within {timeout:g} s") from None
         try:
             worker.conn.send((html, options, url))
             reply = await self._receive(worker, max(deadline - time.monotonic(), 0.001))
         except TimeoutError:
             asyncio.get_running_loop().create_task(self._replace(worker))
-            raise ExtractionTimeout(
+            raise ExtractionTimeoutError(
                 f"the extraction took longer than the time limit of {timeout:g} s"
             ) from None
         except (ConnectionError, OSError) as exc:
             asyncio.get_running_loop().create_task(self._replace(worker))
-            raise ExtractionFailed("the extraction worker died on this page") from exc
+            raise ExtractionFailedError("the extraction worker died on this page") from exc
         except BaseException:
             # Cancelled (client gone) while the worker is busy: replace it, since
             # its late answer would otherwise be read as the next request's.
@@ -184,7 +191,7 @@ class WorkerPool:
             return WorkerResult(reply[1], reply[2], reply[3])
         if kind == "page_error":
             raise PageError(reply[1])
-        raise ExtractionFailed(reply[1])
+        raise ExtractionFailedError(reply[1])
 
     async def close(self) -> None:
         self._closed = True

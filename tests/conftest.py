@@ -25,3 +25,19 @@ def scrapinghub() -> Path:
 @pytest.fixture(scope="session")
 def cleaneval() -> Path:
     return require_dataset("cleaneval")
+
+
+# Figures that tests measure and report (printed at the end of the pytest run).
+REPORTED: list[str] = []
+
+
+def report(line: str) -> None:
+    """Record a measured figure for the terminal summary of this test run."""
+    REPORTED.append(line)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if REPORTED:
+        terminalreporter.section("measured figures")
+        for line in REPORTED:
+            terminalreporter.write_line(line)

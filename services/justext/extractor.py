@@ -42,7 +42,7 @@ class JustextOptions(Options):
         description="A jusText stoplist name (e.g. English, German, Czech) or 'all' for every "
         "stoplist merged (language-independent mode).",
     )
-    length_low: int = Field(jt.LENGTH_LOW_DEFAULT, ge=0, description="Shorter paragraphs are short.")
+    length_low: int = Field(jt.LENGTH_LOW_DEFAULT, ge=0, description="Shorter ones are short.")
     length_high: int = Field(jt.LENGTH_HIGH_DEFAULT, ge=0, description="Longer ones may be good.")
     stopwords_low: float = Field(jt.STOPWORDS_LOW_DEFAULT, ge=0, le=1)
     stopwords_high: float = Field(jt.STOPWORDS_HIGH_DEFAULT, ge=0, le=1)
@@ -81,6 +81,11 @@ def extract(html: str, options: JustextOptions, url: str | None = None) -> Extra
     return Extraction(blocks)
 
 
+def _warm_up() -> None:
+    """Load the default stoplist before the first request."""
+    load_stoplist("English")
+
+
 ALGORITHM = Algorithm(
     name="justext",
     version=version("justext"),
@@ -90,5 +95,5 @@ ALGORITHM = Algorithm(
     "(PhD thesis, Masaryk University, 2011); https://github.com/miso-belica/jusText",
     options_model=JustextOptions,
     extract=extract,
-    warm_up=lambda: None if load_stoplist("English") else None,
+    warm_up=_warm_up,
 )

@@ -1,0 +1,47 @@
+"""Label a page's text blocks by a reference text, through token alignment.
+
+Peer libraries (trafilatura, readability, resiliparse) return text, not blocks,
+and the rss service holds a feed item's text; all of them need the page's own
+blocks marked content or boilerplate by that text, the same way the scoring marks
+a block gold content. One longest common subsequence is taken between the tokens
+of all blocks, concatenated in document order, and the reference's tokens (so a
+word repeated on the page aligns once, where its order fits); a block's support
+is the share of its tokens in that alignment, and it is content when most of its
+tokens align (support above one half).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shared.alignment import aligned_mask
+from shared.contract import Block
+from shared.html import TextBlock
+from shared.tokens import tokenize
+
+CONTENT_SHARE = 0.5
+
+
+def block_support(block_texts: Sequence[str], reference: Sequence[str]) -> list[float]:
+    """Share of each block's tokens that align with `reference` tokens (0.0 when it has none)."""
+    tokens_per_block = [tokenize(text) for text in block_texts]
+    flat = [token for tokens in tokens_per_block for token in tokens]
+    mask = aligned_mask(flat, reference)
+    shares: list[float] = []
+    start = 0
+    for tokens in tokens_per_block:
+        end = start + len(tokens)
+        shares.append(sum(mask[start:end]) / len(tokens) if tokens else 0.0)
+        start = end
+    return shares
+
+
+def label_blocks(blocks: Sequence[TextBlock], reference_text: str,
+                 share: float = CONTENT_SHARE) -> list[Block]:
+    """Contract blocks: content when more than `share` of the block's tokens align with
+    the reference text; the block's support is its score."""
+    support = block_support([b.text for b in blocks], tokenize(reference_text))
+    return [
+        Block(text=b.text, is_content=s > share, score=round(s, 4), path=b.path)
+        for b, s in zip(blocks, support, strict=True)
+    ]

@@ -1,0 +1,244 @@
+"""The /extract contract, checked on every service of the registry over real HTTP.
+
+Each service runs under uvicorn on a free port with its real worker processes;
+a service added to shared/registry.py gets every test here without new code.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from shared.contract import ErrorReply, ExtractReply, ServiceInfo
+from shared.registry import SERVICES
+from shared.service import create_service_app
+from shared.settings import ServiceSettings
+from shared.tokens import tokenize
+from tests.servers import serve_app
+
+TIME_LIMIT_S = 5.0
+ARTICLE = """<!DOCTYPE html>
+<html><head><title>Harbour bridge reopens after repairs</title></head>
+<body>
+<nav><ul><li><a href="/">Home</a></li><li><a href="/news">News</a></li>
+<li><a href="/sport">Sport</a></li><li><a href="/weather">Weather</a></li></ul></nav>
+<article>
+<h1>Harbour bridge reopens after repairs</h1>
+<p>The old harbour bridge opened again to traffic on Monday morning after eight months of
+repairs, the city council said. Engineers replaced the corroded steel cables that had
+worried inspectors since the winter storms of the previous year.</p>
+<p>Commuters who had been taking the ferry or the long road around the bay welcomed the news.
+"It saves me almost an hour every day," said one driver who crosses the bridge to reach the
+hospital where she works as a nurse. The council expects traffic to return to normal within
+a week.</p>
+<p>The repairs cost less than planned because the weather was mild during the summer and the
+crews could work at night without interruption, according to the chief engineer of the
+project, who thanked the residents for their patience during the closure.</p>
+</article>
+<footer><p>Copyright 2026 City News. <a href="/privacy">Privacy</a> <a href="/terms">Terms</a></p>
+</footer></body></html>"""
+
+
+def example_options(name: str, html: str) -> dict[str, Any]:
+    """Options a service needs for a successful request (rss needs the page's feed)."""
+    if name == "rss":
+        item_text = (
+            "The old harbour bridge opened again to traffic on Monday morning after eight "
+            "months of repairs, the city council said.")
+        feed = (
+            '<?xml version="1.0"?><rss version="2.0"><channel><title>City News</title>'
+            "<item><title>Harbour bridge reopens after repairs</title>"
+            "<link>https://news.example/bridge</link>"
+            f"<description>{item_text}</description></item></channel></rss>"
+        )
+        return {"feed": feed}
+    return {}
+
+
+def page_url(name: str) -> str | None:
+    return "https://news.example/bridge" if name == "rss" else None
+
+
+@pytest.fixture(scope="module", params=sorted(SERVICES))
+def service(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """(name, base URL) of a real running service with a short time limit."""
+    name: str = request.param
+    settings = ServiceSettings(time_limit_s=TIME_LIMIT_S, max_body_bytes=10 * 1024 * 1024)
+    app = create_service_app(SERVICES[name].algorithm(), settings)
+    with serve_app(app) as url:
+        yield name, url
+
+
+def assert_error(reply: httpx.Response, status: int) -> ErrorReply:
+    assert reply.status_code == status, reply.text[:500]
+    assert reply.headers["content-type"].startswith("application/json")
+    return ErrorReply.model_validate(reply.json())
+
+
+def assert_healthy(url: str) -> None:
+    reply = httpx.get(f"{url}/health", timeout=60)
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == {"status": "ok"}
+
+
+def test_info(service: tuple[str, str]) -> None:
+    name, url = service
+    info = ServiceInfo.model_validate(httpx.get(f"{url}/info").json())
+    assert info.name == name
+    assert info.version
+    assert info.description
+    assert info.reference
+    assert info.options_schema["type"] == "object"
+    assert "properties" in info.options_schema
+
+
+def test_extract_raw_html(service: tuple[str, str]) -> None:
+    name, url = service
+    params = {"url": page_url(name)} if page_url(name) else {}
+    options = example_options(name, ARTICLE)
+    if options:  # options that do not fit a query string go in a JSON body instead
+        reply = httpx.post(f"{url}/extract", json={"html": ARTICLE, "url": page_url(name),
+                                                   "options": options}, timeout=60)
+    else:
+        reply = httpx.post(f"{url}/extract", content=ARTICLE.encode("utf-8"), params=params,
+                           headers={"content-type": "text/html; charset=utf-8"}, timeout=60)
+    assert reply.status_code == 200, reply.text[:500]
+    body = ExtractReply.model_validate(reply.json())
+    assert body.algorithm == name
+    assert body.elapsed_ms >= 0
+    assert body.blocks, "blocks must cover the page's visible text"
+    block_words = set(tokenize(" ".join(b.text for b in body.blocks)))
+    assert {"harbour", "bridge", "commuters", "engineer"} <= block_words
+    assert "corroded" in tokenize(body.text), "the article body is the page's main content"
+
+
+def test_extract_json_body_real_page(service: tuple[str, str], scrapinghub: Any) -> None:
+    name, url = service
+    from shared.decoding import decode_html
+
+    path = sorted((scrapinghub / "html").glob("*.html"))[3]
+    html = decode_html(path.read_bytes())
+    reply = httpx.post(f"{url}/extract", json={"html": html, "url": page_url(name),
+                                               "options": example_options(name, html)},
+                       timeout=60)
+    if name == "rss":  # a feed built for another page: no matching item is a clear 422
+        assert_error(reply, 422)
+        return
+    assert reply.status_code == 200, reply.text[:500]
+    body = ExtractReply.model_validate(reply.json())
+    assert len(body.blocks) > 5
+    assert len(tokenize(body.text)) > 50
+
+
+@pytest.mark.parametrize(
+    ("case", "status"),
+    [
+        ("random_bytes", 400),
+        ("empty_body", 400),
+        ("too_large", 413),
+        ("malformed_json", 400),
+        ("unknown_option", 422),
+        ("wrong_option_type", 422),
+        ("image_png", 415),
+        ("missing_html", 422),
+    ],
+)
+def test_bad_input_gets_json_error_and_service_stays_healthy(
+    service: tuple[str, str], case: str, status: int
+) -> None:
+    _name, url = service
+    html_headers = {"content-type": "text/html"}
+    if case == "random_bytes":
+        data = random.Random(7).randbytes(2000)
+        reply = httpx.post(f"{url}/extract", content=data, headers=html_headers)
+    elif case == "empty_body":
+        reply = httpx.post(f"{url}/extract", content=b"", headers=html_headers)
+    elif case == "too_large":
+        reply = httpx.post(f"{url}/extract", content=b"<p>" + b"a" * (20 * 1024 * 1024),
+                           headers=html_headers, timeout=60)
+    elif case == "malformed_json":
+        reply = httpx.post(f"{url}/extract", content=b'{"html": "<p>x</p>",',
+                           headers={"content-type": "application/json"})
+    elif case == "unknown_option":
+        reply = httpx.post(f"{url}/extract",
+                           json={"html": ARTICLE, "options": {"no_such_option": 1}})
+    elif case == "wrong_option_type":
+        schema = httpx.get(f"{url}/info").json()["options_schema"]
+        option = sorted(schema["properties"])[0]
+        reply = httpx.post(f"{url}/extract",
+                           json={"html": ARTICLE, "options": {option: {"not": "a scalar"}}})
+    elif case == "image_png":
+        reply = httpx.post(f"{url}/extract", content=b"\x89PNG\r\n\x1a\n" + b"\0" * 64,
+                           headers={"content-type": "image/png"})
+    else:
+        reply = httpx.post(f"{url}/extract", json={"url": "https://example.org/"})
+    assert_error(reply, status)
+    assert_healthy(url)
+
+
+@pytest.mark.parametrize("page", ["nested_divs", "many_breaks"])
+def test_slow_page_answers_within_the_time_limit(service: tuple[str, str], page: str) -> None:
+    name, url = service
+    if page == "nested_divs":
+        html = "<html><body>" + "<div>" * 200_000 + "deep text" + "</div>" * 200_000
+    else:
+        html = "<html><body><p>" + "line of text<br>" * 100_000 + "</p></body></html>"
+    started = time.monotonic()
+    reply = httpx.post(f"{url}/extract", content=html.encode(),
+                       headers={"content-type": "text/html"}, timeout=TIME_LIMIT_S + 30)
+    waited = time.monotonic() - started
+    if reply.status_code == 504:
+        assert_error(reply, 504)
+    else:
+        assert reply.status_code in (200, 422), reply.text[:300]
+    # The reply came within the limit plus transfer slack, not after the page finished.
+    assert waited < TIME_LIMIT_S + 15
+    ok = httpx.post(f"{url}/extract", json={"html": ARTICLE, "url": page_url(name),
+                                            "options": example_options(name, ARTICLE)},
+                    timeout=120)
+    assert ok.status_code == 200, ok.text[:300]
+
+
+def test_unknown_route_is_json(service: tuple[str, str]) -> None:
+    _, url = service
+    assert_error(httpx.get(f"{url}/no-such-route"), 404)
+    assert_error(httpx.get(f"{url}/extract"), 405)
+
+
+def test_bearer_token_when_configured() -> None:
+    algorithm = SERVICES["justext"].algorithm()
+    app = create_service_app(algorithm, ServiceSettings(token="s3cret"))
+    with serve_app(app) as url:
+        assert_error(httpx.post(f"{url}/extract", json={"html": ARTICLE}), 401)
+        assert_error(httpx.get(f"{url}/info"), 401)
+        good = httpx.post(f"{url}/extract", json={"html": ARTICLE},
+                          headers={"authorization": "Bearer s3cret"})
+        assert good.status_code == 200
+        assert httpx.get(f"{url}/health").status_code == 200  # probes need no token
+
+
+def test_time_limit_kills_the_worker_and_the_service_recovers() -> None:
+    """A page slower than the limit gets 504 and the next request is served."""
+    algorithm = SERVICES["justext"].algorithm()
+    app = create_service_app(algorithm, ServiceSettings(time_limit_s=0.05))
+    html = "<html><body>" + "<p>many words in a paragraph of text</p>" * 20_000 + "</body></html>"
+    with serve_app(app) as url:
+        pids_before = {w.process.pid for w in app.state.pool._workers}
+        slow = httpx.post(f"{url}/extract", content=html.encode(),
+                          headers={"content-type": "text/html"}, timeout=60)
+        assert_error(slow, 504)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            small = httpx.post(f"{url}/extract", json={"html": "<p>short page text</p>"})
+            if small.status_code == 200:
+                break
+            time.sleep(0.2)
+        assert small.status_code == 200, small.text
+        pids_after = {w.process.pid for w in app.state.pool._workers}
+        assert pids_after
+        assert not pids_after & pids_before, "the timed-out worker was replaced"

@@ -1,0 +1,119 @@
+"""Unit tests of the shared pieces: decoding, tokenizer, HTML blocks, alignment, contract."""
+
+from __future__ import annotations
+
+import codecs
+import random
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from shared.alignment import aligned_mask, lcs_length
+from shared.contract import Block, Extraction, ExtractRequest
+from shared.decoding import NotHTMLError, check_html, decode_html
+from shared.html import parse_html, text_blocks, visible_text
+from shared.tokens import tokenize
+
+PAGE = ("<html><head><title>T</title></head>"
+        "<body><p>Grüße aus Zürich – “quoted” café</p></body></html>")
+
+
+class TestDecoding:
+    def test_utf8_bom_wins_over_declaration(self) -> None:
+        data = codecs.BOM_UTF8 + PAGE.replace("<head>", '<head><meta charset="latin-1">').encode()
+        assert "Grüße" in decode_html(data)
+
+    def test_declared_charset_used_when_bytes_fit(self) -> None:
+        data = PAGE.replace("<head>", '<head><meta charset="windows-1252">').encode("cp1252")
+        assert "“quoted”" in decode_html(data)
+
+    def test_wrong_latin1_declaration_over_utf8_bytes(self) -> None:
+        # Latin-1 decodes any bytes, so a false declaration must not win over clean UTF-8.
+        data = PAGE.replace("<head>", '<head><meta charset="iso-8859-1">').encode("utf-8")
+        assert "Grüße aus Zürich" in decode_html(data)
+
+    def test_utf16_with_and_without_bom(self) -> None:
+        assert "Zürich" in decode_html(PAGE.encode("utf-16"))
+        assert "Zürich" in decode_html(PAGE.encode("utf-16-le"))
+
+    def test_shift_jis_declared(self) -> None:
+        page = ('<html><head><meta charset="shift_jis"></head>'
+                "<body><p>日本語のテキストです</p></body></html>")
+        assert "日本語" in decode_html(page.encode("shift_jis"))
+
+    def test_bogus_xml_declaration(self) -> None:
+        data = (b'<?xml version="1.0" encoding="no-such-charset"?>'
+                b"<html><body><p>ok text</p></body></html>")
+        assert "ok text" in decode_html(data)
+
+    @pytest.mark.parametrize("data", [b"", b"   \n ", random.Random(1).randbytes(2000),
+                                      b"just some words without markup"])
+    def test_not_html_refused(self, data: bytes) -> None:
+        with pytest.raises(NotHTMLError):
+            decode_html(data)
+
+    def test_control_characters_alone_do_not_refuse_a_page(self) -> None:
+        check_html("<p>text with a \x0b vertical tab</p>")
+
+
+class TestTokens:
+    def test_nfkc_casefold_words(self) -> None:
+        assert tokenize("Straße ＡＢＣ ﬁne, don't") == ["strasse", "abc", "fine", "don", "t"]
+
+    def test_empty(self) -> None:
+        assert tokenize("  ... !!") == []
+
+
+class TestHtml:
+    def test_blocks_in_document_order_with_paths_and_links(self) -> None:
+        root = parse_html(
+            "<html><body><div>Intro <a href='#'>link text</a><p>Para one.</p>tail words"
+            "<script>var x = 'hidden';</script><ul><li>item</li></ul></div></body></html>"
+        )
+        blocks = text_blocks(root)
+        assert [b.text for b in blocks] == ["Intro link text", "Para one.", "tail words", "item"]
+        assert blocks[0].link_chars == len("link text")
+        assert blocks[1].path == "/html/body/div/p"
+        assert "hidden" not in visible_text(root)
+
+    def test_parse_never_raises(self) -> None:
+        for page in ["", "\x00\x01", "<?xml version='1.0' encoding='x'?><p>a</p>", "\ud800<p>x",
+                     "<div>" * 50_000]:
+            parse_html(page)
+
+    def test_deep_nesting_is_walked_without_recursion(self) -> None:
+        root = parse_html("<div>" * 5000 + "deep" + "</div>" * 5000)
+        assert isinstance(text_blocks(root), list)
+
+    def test_real_page_blocks_cover_visible_text(self, scrapinghub: Path) -> None:
+        path = sorted((scrapinghub / "html").glob("*.html"))[0]
+        root = parse_html(decode_html(path.read_bytes()))
+        blocks = text_blocks(root)
+        assert len(blocks) > 20
+        gold = tokenize((scrapinghub / "content" / f"{path.stem}.txt").read_text("utf-8"))
+        page = tokenize(visible_text(root))
+        # The gold is the page's own text: nearly all of it is among the visible tokens.
+        assert lcs_length(gold, page) > 0.9 * len(gold)
+
+
+class TestAlignment:
+    def test_lcs_and_mask(self) -> None:
+        tokens = ["the", "cat", "sat", "on", "the", "mat"]
+        gold = ["a", "cat", "sat", "on", "mat"]
+        assert lcs_length(tokens, gold) == 4
+        assert aligned_mask(tokens, gold) == [False, True, True, True, False, True]
+        assert aligned_mask([], gold) == []
+        assert aligned_mask(tokens, []) == [False] * 6
+
+
+class TestContract:
+    def test_unknown_request_keys_refused(self) -> None:
+        with pytest.raises(ValidationError):
+            ExtractRequest.model_validate({"html": "<p>x</p>", "bogus": 1})
+
+    def test_extraction_text_defaults_to_content_blocks(self) -> None:
+        blocks = [Block(text="a", is_content=True), Block(text="b", is_content=False),
+                  Block(text="c", is_content=True)]
+        assert Extraction(blocks).content_text() == "a\nc"
+        assert Extraction(blocks, text="own").content_text() == "own"
