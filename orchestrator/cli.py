@@ -16,7 +16,15 @@ app = typer.Typer(
 
 # Command modules register themselves on `app` (or add a sub-Typer) when imported.
 # Keep one import line per module here.
-from orchestrator import commands_services  # noqa: E402,F401
+from orchestrator import (  # noqa: E402
+    commands_run,  # noqa: F401
+    commands_services,  # noqa: F401
+)
+from orchestrator.commands_docker import docker_app  # noqa: E402
+from orchestrator.commands_train import train_app  # noqa: E402
+
+app.add_typer(docker_app, name="docker")
+app.add_typer(train_app, name="train")
 
 if __name__ == "__main__":
     app()

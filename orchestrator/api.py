@@ -1,0 +1,298 @@
+"""The orchestrator's HTTP API (port 8000): start runs, follow them, fetch figures and reports.
+
+    POST /runs                 202 {"id": ...}: JSON {"dataset": path | [paths] on the
+                               server's allowed roots, or "pages": {"name", "pages": [{id,
+                               html, gold, feed?}]}, "services": [...], "options": {...}}
+                               or multipart: an `archive` file (zip/tar of html/ + content/)
+                               with optional `services` (comma list) and `options` (JSON)
+    GET  /runs                 every run with its progress counts
+    GET  /runs/{id}            status, progress per service, warnings
+    GET  /runs/{id}/results    the figures (statistics summary) of the results so far
+    GET  /runs/{id}/report     report.html of a finished run
+    GET  /health
+
+Errors are JSON `{"error", "detail"}` like the services'. The service URLs come
+from the configuration only (never from a request), so no request makes the
+server fetch an address of the caller's choosing. On start the server resumes
+runs left pending or running by a previous process (same store).
+
+API settings come from the environment, prefix BOILERBENCH_API_ (host, port,
+token, max_body_bytes, allowed_roots, config); run defaults (store, output
+folder, service URLs, concurrency...) from the configuration file named by
+BOILERBENCH_API_CONFIG and the BOILERBENCH_* variables (orchestrator/config.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from orchestrator.config import ConfigError, RunConfig, load_config
+from orchestrator.datasets import (
+    ArchiveLimits,
+    Dataset,
+    DatasetError,
+    DatasetIn,
+    datasets_from_archive,
+)
+from orchestrator.runner import (
+    DatasetSource,
+    RunSpec,
+    create_run,
+    execute_run,
+    folder_source,
+    run_output_dir,
+)
+from orchestrator.statistics import summarize
+from orchestrator.store import Store
+from shared.datasets import datasets_root
+from shared.registry import SERVICES
+from shared.service import (
+    ServiceError,
+    check_token,
+    install_error_handlers,
+    json_response,
+    read_body,
+    validation_message,
+)
+
+SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
+log = logging.getLogger("boilerbench.orchestrator")
+
+
+class ApiSettings(BaseSettings):
+    """Settings of the orchestrator server (environment, prefix BOILERBENCH_API_)."""
+
+    model_config = SettingsConfigDict(env_prefix="BOILERBENCH_API_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="Bind address; containers set 0.0.0.0.")
+    port: int = Field(8000, description="Listen port.")
+    token: str | None = Field(None, description="If set, every request needs this bearer token.")
+    max_body_bytes: int = Field(256 * 1024 * 1024, ge=1, description="Larger bodies get 413.")
+    allowed_roots: list[Path] = Field(
+        default_factory=lambda: [SAMPLE_DIR, datasets_root()],
+        description="Folders under which POST /runs may name dataset paths (JSON list).")
+    config: Path | None = Field(None, description="A key:value; configuration file of run "
+                                                  "defaults.")
+    resume: bool = Field(True, description="Resume unfinished runs of the store on start.")
+
+
+class RunRequest(BaseModel):
+    """JSON body of POST /runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: list[str] = Field(default_factory=list)
+    pages: DatasetIn | None = None
+    services: list[str] | None = None
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    backend: Literal["http", "embedded"] | None = None
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+def _resolve_dataset(path: str, roots: list[Path]) -> Path:
+    """A dataset folder named in a request, which must lie under an allowed root."""
+    resolved_roots = [root.resolve() for root in roots]
+    candidates = ([Path(path)] if Path(path).is_absolute()
+                  else [root / path for root in resolved_roots])
+    for candidate in candidates:
+        real = candidate.resolve()
+        if any(real.is_relative_to(root) for root in resolved_roots) and real.is_dir():
+            return real
+    raise ServiceError(422, "invalid_dataset",
+                       f"dataset {path!r} is not a folder under the allowed roots "
+                       f"({', '.join(str(r) for r in resolved_roots)})")
+
+
+def _spec_from(config: RunConfig, services: list[str] | None,
+               options: dict[str, dict[str, Any]], backend: str | None) -> RunSpec:
+    names = services or config.services
+    unknown = [n for n in names if n not in SERVICES]
+    if unknown or not names:
+        raise ServiceError(422, "invalid_request",
+                           f"unknown services {unknown}; known: {', '.join(SERVICES)}"
+                           if unknown else "no services named")
+    for name in options:
+        if name not in SERVICES:
+            raise ServiceError(422, "invalid_request", f"options for unknown service {name!r}")
+    mode = backend or ("embedded" if config.mode == "embedded" else "http")
+    return RunSpec(
+        datasets=[], services=names, options={**config.options, **options},
+        backend="embedded" if mode == "embedded" else "http", urls=config.urls,
+        concurrency=config.concurrency, workers=config.workers, timeout_s=config.timeout_s,
+        retries=config.retries, backoff_s=config.backoff_s, service_token=config.service_token,
+        output_folder=str(config.output_folder.resolve()),
+    )
+
+
+def create_app(settings: ApiSettings | None = None, config: RunConfig | None = None) -> FastAPI:
+    """The orchestrator app; `config` gives the run defaults (else load_config)."""
+    settings = settings or ApiSettings()
+    try:
+        run_config = config or load_config(settings.config)
+    except ConfigError as exc:
+        raise SystemExit(f"configuration error: {exc}") from None
+    limits = ArchiveLimits(max_total_bytes=settings.max_body_bytes * 8)
+    tasks: dict[str, asyncio.Task[Any]] = {}
+    holder: dict[str, Store] = {}
+
+    def store() -> Store:
+        return holder["store"]
+
+    def start_task(run_id: str, urls: dict[str, str] | None = None) -> None:
+        async def run() -> None:
+            try:
+                await execute_run(store(), run_id, urls=urls)
+            except Exception:
+                log.exception("run %s failed", run_id)
+            finally:
+                tasks.pop(run_id, None)
+
+        tasks[run_id] = asyncio.get_running_loop().create_task(run())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        holder["store"] = Store(run_config.store_path)
+        if settings.resume:
+            for info in store().unfinished_runs():
+                spec = RunSpec.model_validate(store().spec(info.id))
+                # A run of a stack started for it is resumed on this server's services.
+                urls = ({name: run_config.urls.get(name, f"http://127.0.0.1:{SERVICES[name].port}")
+                         for name in spec.services} if spec.local else None)
+                start_task(info.id, urls)
+        try:
+            yield
+        finally:
+            for task in list(tasks.values()):
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+            store().close()
+
+    app = FastAPI(title="boilerbench orchestrator", lifespan=lifespan)
+    install_error_handlers(app)
+
+    @app.middleware("http")
+    async def _auth(request: Request, call_next: Any) -> Response:
+        if request.url.path != "/health":
+            try:
+                check_token(request, settings.token)
+            except ServiceError as exc:
+                return json_response({"error": exc.error, "detail": exc.detail}, exc.status)
+        response: Response = await call_next(request)
+        return response
+
+    @app.get("/health")
+    async def health() -> Response:
+        return json_response({"status": "ok", "running": len(tasks)})
+
+    @app.post("/runs")
+    async def post_run(request: Request) -> Response:
+        body = await read_body(request, settings.max_body_bytes)
+        media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        folders: list[DatasetSource] = []
+        memory: list[Dataset] = []
+        if media_type == "multipart/form-data":
+            request._body = body  # the form parser reads the body already read (and limited)
+            form = await request.form()
+            upload = form.get("archive")
+            if upload is None or isinstance(upload, str):
+                raise ServiceError(422, "invalid_request", "the form needs an `archive` file")
+            data = await upload.read()
+            stem = (upload.filename or "upload").split("/")[-1].split(".")[0] or "upload"
+            try:
+                memory = datasets_from_archive(data, stem, limits)
+            except DatasetError as exc:
+                raise ServiceError(422, "invalid_archive", str(exc)) from None
+            services_field = form.get("services")
+            options_field = form.get("options")
+            try:
+                parsed = RunRequest(
+                    services=[s.strip() for s in str(services_field).split(",") if s.strip()]
+                    if services_field else None,
+                    options=orjson.loads(str(options_field)) if options_field else {})
+            except (ValidationError, orjson.JSONDecodeError) as exc:
+                raise ServiceError(422, "invalid_request", str(exc)) from None
+        elif media_type == "application/json":
+            try:
+                parsed = RunRequest.model_validate_json(body)
+            except ValidationError as exc:
+                raise ServiceError(422, "invalid_request", validation_message(exc)) from None
+            for path in parsed.dataset:
+                folder = _resolve_dataset(path, settings.allowed_roots)
+                feeds = folder / "feeds"
+                folders.append(folder_source(folder.name, folder / "html", folder / "content",
+                                             feeds if feeds.is_dir() else None))
+            if parsed.pages is not None:
+                memory.append(parsed.pages.dataset())
+        else:
+            raise ServiceError(415, "unsupported_media_type",
+                               "send application/json or multipart/form-data")
+        if not folders and not memory:
+            raise ServiceError(422, "invalid_request", "give `dataset`, `pages` or an archive")
+        spec = _spec_from(run_config, parsed.services, parsed.options, parsed.backend)
+        try:
+            run_id = create_run(store(), spec, folders, memory)
+        except (DatasetError, ValueError) as exc:
+            raise ServiceError(422, "invalid_dataset", str(exc)) from None
+        start_task(run_id)
+        return json_response({"id": run_id, "status": "pending",
+                              "links": {"self": f"/runs/{run_id}",
+                                        "results": f"/runs/{run_id}/results",
+                                        "report": f"/runs/{run_id}/report"}}, 202)
+
+    def run_or_404(run_id: str) -> dict[str, Any]:
+        info = store().run(run_id)
+        if info is None:
+            raise ServiceError(404, "not_found", f"no run {run_id!r}")
+        return info.model_dump(mode="json")
+
+    @app.get("/runs")
+    async def list_runs() -> Response:
+        return json_response({"runs": [run_or_404(info.id) for info in store().runs()]})
+
+    @app.get("/runs/{run_id}")
+    async def get_run(run_id: str) -> Response:
+        info = run_or_404(run_id)
+        return json_response({**info, "per_service": store().service_counts(run_id),
+                              **store().details(run_id)})
+
+    @app.get("/runs/{run_id}/results")
+    async def get_results(run_id: str) -> Response:
+        info = run_or_404(run_id)
+        results = store().results(run_id)
+        summary = await asyncio.to_thread(summarize, results)
+        errors = [{"dataset": r.dataset, "page_id": r.page_id, "service": r.service,
+                   "error": r.error} for r in results if r.status == "error"]
+        return json_response({"run": info, "summary": summary.model_dump(mode="json"),
+                              "errors": errors, **store().details(run_id)})
+
+    @app.get("/runs/{run_id}/report")
+    async def get_report(run_id: str) -> Response:
+        info = run_or_404(run_id)
+        spec = RunSpec.model_validate(store().spec(run_id))
+        path = run_output_dir(Path(spec.output_folder), run_id) / "report.html"
+        if info["status"] != "finished" or not path.is_file():
+            raise ServiceError(409, "not_finished",
+                               f"run {run_id} is {info['status']}; the report comes at the end")
+        return HTMLResponse(path.read_text(encoding="utf-8"))
+
+    return app
+
+
+def app_factory() -> FastAPI:
+    """uvicorn's factory entry point: `uvicorn orchestrator.api:app_factory --factory`."""
+    return create_app()

@@ -1,0 +1,319 @@
+"""`boilerbench run`, `serve`, `runs list/show` and `datasets download`: the evaluation commands.
+
+`boilerbench run` evaluates services on test sets with a progress bar and prints
+the results table. Where the services come from (see orchestrator/config.py):
+
+- `--local` (the default): starts the named services as local processes on free
+  ports for this run and stops them at the end; services given `--url` are
+  called there instead;
+- `--http`: calls running services (`--url name=URL`, the configuration's
+  `service.<name>.url`, else http://127.0.0.1:<registry port>);
+- `--in-process` (`--embedded`): no HTTP; the extractors run in a pool of worker
+  processes (`--workers`, default 2).
+
+Without any dataset named, it runs on the sample set shipped in orchestrator/sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator.cli import app
+from orchestrator.config import ConfigError, RunConfig, load_config
+from orchestrator.datasets import SCRAPINGHUB_URL, DatasetError, download_scrapinghub
+from orchestrator.launcher import LocalStack, StackError
+from orchestrator.models import PageResult
+from orchestrator.report import render_table
+from orchestrator.runner import (
+    RunSpec,
+    create_run,
+    execute_run,
+    folder_source,
+    run_output_dir,
+)
+from orchestrator.statistics import summarize
+from orchestrator.store import Store
+
+SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
+console = Console(stderr=True)
+out = Console()
+if not out.is_terminal:  # logs and pipes: keep the results table readable
+    out = Console(width=200)
+
+datasets_app = typer.Typer(help="Fetch public test sets.", no_args_is_help=True)
+runs_app = typer.Typer(help="Runs recorded in the store.", no_args_is_help=True)
+app.add_typer(datasets_app, name="datasets")
+app.add_typer(runs_app, name="runs")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for value in values or []:
+        name, sep, rest = value.partition("=")
+        if not sep or not name.strip() or not rest.strip():
+            raise typer.BadParameter(f"{flag} takes name=value, got {value!r}")
+        pairs[name.strip()] = rest.strip()
+    return pairs
+
+
+def _config(config_file: Path | None, cli: dict[str, Any]) -> RunConfig:
+    try:
+        config = load_config(config_file, cli)
+    except ConfigError as exc:
+        console.print(f"[red]configuration error: {exc}")
+        raise typer.Exit(2) from None
+    return config
+
+
+@app.command()
+def run(
+    config_file: Annotated[Path | None, typer.Option(
+        "--config", exists=True, dir_okay=False, help="A key:value; configuration file.")] = None,
+    dataset: Annotated[list[Path] | None, typer.Option(
+        help="A dataset folder (html/, content/, feeds/); repeatable. Default: the sample.")
+    ] = None,
+    services: Annotated[str | None, typer.Option(help="Comma-separated service names.")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "--out", help="Output folder (a sub-folder per run).")] = None,
+    url: Annotated[list[str] | None, typer.Option(
+        help="name=URL of a running service; repeatable.")] = None,
+    url_map: Annotated[str | None, typer.Option(
+        help='Service URLs as JSON, e.g. {"justext": "http://host:8001"}.')] = None,
+    option: Annotated[list[str] | None, typer.Option(
+        help='name=JSON options of a service, e.g. justext=\'{"language": "German"}\'.')] = None,
+    local: Annotated[bool, typer.Option(
+        "--local", help="Start the services as local processes (default).")] = False,
+    http: Annotated[bool, typer.Option("--http", help="Call running services.")] = False,
+    in_process: Annotated[bool, typer.Option(
+        "--in-process", "--embedded", help="Run the extractors without HTTP.")] = False,
+    concurrency: Annotated[int | None, typer.Option(help="Requests in flight per service.")
+                           ] = None,
+    workers: Annotated[int | None, typer.Option(help="Processes of the in-process pool.")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Seconds per request.")] = None,
+    retries: Annotated[int | None, typer.Option(help="Retries on connection errors/5xx.")
+                       ] = None,
+    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
+    resume: Annotated[str | None, typer.Option(help="Resume this unfinished run id.")] = None,
+) -> None:
+    """Evaluate services on test sets; print the results table and write the reports."""
+    if sum((local, http, in_process)) > 1:
+        raise typer.BadParameter("choose one of --local, --http, --in-process")
+    urls = _pairs(url, "--url")
+    if url_map:
+        try:
+            urls = {**json.loads(url_map), **urls}
+        except json.JSONDecodeError as exc:
+            raise typer.BadParameter(f"--url-map is not JSON: {exc}") from None
+    options: dict[str, Any] = {}
+    for name, raw in _pairs(option, "--option").items():
+        try:
+            options[name] = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise typer.BadParameter(f"--option {name}: not JSON: {exc}") from None
+    mode = "local" if local else "http" if http else "embedded" if in_process else None
+    cli: dict[str, Any] = {
+        "dataset": dataset or None, "services": services, "output_folder": output,
+        "urls": urls or None, "options": options or None, "mode": mode,
+        "concurrency": concurrency, "workers": workers, "timeout_s": timeout,
+        "retries": retries, "store": store,
+    }
+    config = _config(config_file, cli)
+    db = Store(config.store_path)
+    try:
+        if resume:
+            run_id = resume
+            if db.run(run_id) is None:
+                console.print(f"[red]no run {run_id!r} in {config.store_path}")
+                raise typer.Exit(2)
+            spec = RunSpec.model_validate(db.spec(run_id))
+        else:
+            spec, run_id = _new_run(db, config)
+        results = _execute(db, run_id, spec, config)
+    finally:
+        db.close()
+    _print_results(results, run_id, Path(spec.output_folder), db)
+
+
+def _new_run(db: Store, config: RunConfig) -> tuple[RunSpec, str]:
+    try:
+        sets = config.dataset_folders()
+    except ConfigError as exc:
+        console.print(f"[red]configuration error: {exc}")
+        raise typer.Exit(2) from None
+    if not sets:
+        sets = [("sample", SAMPLE_DIR / "html", SAMPLE_DIR / "content", SAMPLE_DIR / "feeds")]
+    local = config.mode == "local"
+    spec = RunSpec(
+        datasets=[], services=config.services, options=config.options,
+        backend="embedded" if config.mode == "embedded" else "http", urls=config.urls,
+        local=local, concurrency=config.concurrency, workers=config.workers,
+        timeout_s=config.timeout_s, retries=config.retries, backoff_s=config.backoff_s,
+        service_token=config.service_token, output_folder=str(config.output_folder.resolve()),
+    )
+    try:
+        run_id = create_run(db, spec, [folder_source(*s) for s in sets])
+    except (DatasetError, ValueError) as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(2) from None
+    return RunSpec.model_validate(db.spec(run_id)), run_id
+
+
+def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[PageResult]:
+    stack: LocalStack | None = None
+    urls: dict[str, str] | None = None
+    if spec.backend == "http" and (spec.local or config.mode == "local"):
+        names = [n for n in spec.services if n not in config.urls]
+        if names:
+            stack = LocalStack(names, ports={n: _free_port() for n in names})
+            console.print(f"starting local services: {', '.join(names)} ...")
+            try:
+                urls = stack.start(timeout=180.0)
+            except StackError as exc:
+                console.print(f"[red]could not start the services: {exc}")
+                raise typer.Exit(1) from None
+    done = len(db.done_keys(run_id))
+    errors = 0
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[errors]} errors"), TimeElapsedColumn(),
+                  console=console) as progress:
+        task = progress.add_task(f"run {run_id}", total=spec.total, completed=done, errors=0)
+
+        def advance(result: PageResult) -> None:
+            nonlocal errors
+            errors += result.status == "error"
+            progress.update(task, advance=1, errors=errors)
+
+        try:
+            return asyncio.run(execute_run(db, run_id, advance, urls=urls))
+        except KeyboardInterrupt:
+            console.print(f"[yellow]interrupted; resume with --resume {run_id}")
+            raise typer.Exit(130) from None
+        finally:
+            if stack is not None:
+                stack.stop()
+
+
+def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
+                   db: Store) -> None:
+    summary = summarize(results)
+    out.print(render_table(summary, title=f"Run {run_id}"))
+    errors = [r for r in results if r.status == "error"]
+    if errors:
+        by_service: dict[str, int] = {}
+        for r in errors:
+            by_service[r.service] = by_service.get(r.service, 0) + 1
+        console.print("[yellow]errors (scored as empty output): " + ", ".join(
+            f"{s}: {n}" for s, n in sorted(by_service.items())))
+        first = errors[0]
+        console.print(f"[yellow]  e.g. {first.service} on {first.dataset}/{first.page_id}: "
+                      f"{first.error}")
+    out_dir = run_output_dir(output_folder, run_id)
+    for name in ("results.json", "pages.csv", "summary.md", "report.html"):
+        out.print(f"{name}: {out_dir / name}")
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (BOILERBENCH_API_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (BOILERBENCH_API_PORT, 8000).")] = None,
+    config_file: Annotated[Path | None, typer.Option(
+        "--config", exists=True, dir_okay=False, help="Run defaults (key:value; file).")] = None,
+) -> None:
+    """Run the orchestrator API (POST /runs, GET /runs/{id}, ...)."""
+    import uvicorn
+
+    from orchestrator.api import ApiSettings, create_app
+
+    overrides: dict[str, Any] = {"host": host, "port": port, "config": config_file}
+    settings = ApiSettings(**{k: v for k, v in overrides.items() if v is not None})
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
+                log_level="warning")
+
+
+@runs_app.command("list")
+def runs_list(
+    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
+    config_file: Annotated[Path | None, typer.Option("--config", exists=True)] = None,
+) -> None:
+    """List the runs of the store with their progress."""
+    config = _config(config_file, {"store": store})
+    db = Store(config.store_path)
+    table = Table(title=f"runs in {config.store_path}")
+    for column in ("id", "created", "status", "datasets", "services", "done/total", "errors"):
+        table.add_column(column)
+    for info in db.runs():
+        counts = db.counts(info.id)
+        table.add_row(info.id, info.created.strftime("%Y-%m-%d %H:%M"), info.status,
+                      ",".join(info.datasets), ",".join(info.services),
+                      f"{counts['done']}/{counts.get('total', 0)}", str(counts["error"]))
+    db.close()
+    out.print(table)
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
+    config_file: Annotated[Path | None, typer.Option("--config", exists=True)] = None,
+) -> None:
+    """Print a run's status and results table."""
+    config = _config(config_file, {"store": store})
+    db = Store(config.store_path)
+    info = db.run(run_id)
+    if info is None:
+        console.print(f"[red]no run {run_id!r} in {config.store_path}")
+        raise typer.Exit(2)
+    out.print(f"run {run_id}: {info.status}, {info.counts}")
+    for warning in db.details(run_id)["warnings"]:
+        console.print(f"[yellow]warning: {warning}")
+    results = db.results(run_id)
+    spec = RunSpec.model_validate(db.spec(run_id))
+    db.close()
+    if results:
+        _print_results(results, run_id, Path(spec.output_folder), db)
+
+
+@datasets_app.command("download")
+def datasets_download(
+    name: Annotated[str, typer.Argument(help="The test set: scrapinghub.")],
+    to: Annotated[Path | None, typer.Option(help="Target folder (default: ./datasets/NAME).")
+                  ] = None,
+    source_url: Annotated[str, typer.Option(
+        help="Base URL of the upstream tree (ground-truth.json, html/<id>.html.gz).")
+    ] = SCRAPINGHUB_URL,
+) -> None:
+    """Fetch a public test set into the html/ + content/ layout."""
+    if name != "scrapinghub":
+        raise typer.BadParameter(f"unknown test set {name!r}; known: scrapinghub")
+    target = to or Path("datasets") / name
+    with Progress(TextColumn("[bold]scrapinghub"), BarColumn(), MofNCompleteColumn(),
+                  console=console) as progress:
+        task = progress.add_task("download", total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            count = asyncio.run(download_scrapinghub(target, source_url, progress=advance))
+        except (DatasetError, OSError) as exc:
+            console.print(f"[red]download failed: {exc}")
+            raise typer.Exit(1) from None
+    out.print(f"{count} pages in {target}")
+    sys.stdout.flush()

@@ -1,0 +1,378 @@
+"""Run configuration: the specification's `key:value;` file, the environment, CLI flags.
+
+The file format (seed 002, feature f1) is a list of `key:value;` entries::
+
+    # lines starting with '#' are comments
+    html_folder:data/html;
+    content_folder:data/content;
+    output_folder:results;
+    services:justext,boilerpipe,bte;
+    service.justext.url:http://127.0.0.1:8001;
+    service.justext.options:{"language": "German"};
+    concurrency:4; timeout_s:30;
+
+Rules, chosen so that mistakes are reported rather than guessed around:
+
+- An entry is `key:value`; the key ends at the first `:` (values may hold `:`, as
+  URLs and Windows paths do). Several entries may share a line.
+- An entry ends at `;`. A missing `;` at the end of a line is tolerated: the line
+  end closes the entry. A `;` inside a JSON value (quoted or in braces) does not.
+- Unknown keys, repeated keys, entries without `:` and empty values are errors
+  naming the key and the line; a misspelt key gets a suggestion.
+- Relative paths in the file are relative to the file's own folder.
+
+Keys (file key; environment variable `BOILERBENCH_<KEY>`; CLI flag), default in brackets:
+
+- html_folder, content_folder: folders of `<id>.html` pages and `<id>.txt` gold texts,
+  paired by file name: one test set (f2). feeds_folder: optional `<id>.xml` RSS/Atom
+  feeds for the rss service. dataset_name: the test set's name in the results
+  [the html folder's parent folder name].
+- dataset: comma list of dataset folders in the `html/`, `content/` (`feeds/`) layout;
+  may be combined with html_folder.
+- output_folder: one sub-folder per run with results.json, pages.csv, summary.md,
+  report.html [results].
+- store: SQLite file of runs and page results [<output_folder>/boilerbench.sqlite].
+- services: comma list of service names [justext,boilerpipe,bte,cetd,density].
+- service.<name>.url: base URL of that service (it is then called over HTTP).
+- service.<name>.options: JSON object of that service's options [{}].
+- mode: `local` (start the services as local processes; services given a URL are
+  called there), `http` (call URLs; default http://127.0.0.1:<registry port>), or
+  `embedded` (extractors in a pool of worker processes, no HTTP) [local].
+- concurrency: requests in flight per service [4]. workers: processes of the
+  embedded pool [2]. timeout_s: time limit of one request [60]. retries: further
+  attempts after connection errors and 5xx replies [3]. backoff_s: first pause
+  before a retry, doubled each time [0.5]. service_token: bearer token sent to the
+  services [none].
+
+In the environment, `services`/`dataset` are comma lists and the per-service maps
+are JSON: `BOILERBENCH_URLS='{"justext": "http://host:8001"}'`,
+`BOILERBENCH_OPTIONS='{"justext": {"language": "German"}}'`.
+
+Precedence, highest first: CLI flags, environment (`BOILERBENCH_*`), the
+configuration file, the defaults above. Per-service maps are merged key by key in
+the same order (a URL given on the command line for one service keeps the file's
+URLs of the others).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from shared.registry import SERVICES
+
+Mode = Literal["embedded", "http", "local"]
+
+DEFAULT_SERVICES = ["justext", "boilerpipe", "bte", "cetd", "density"]
+ENV_PREFIX = "BOILERBENCH_"
+
+# Keys whose values are paths (resolved against the configuration file's folder).
+_PATH_KEYS = {"html_folder", "content_folder", "feeds_folder", "output_folder", "store"}
+_LIST_KEYS = {"services", "dataset"}
+# Environment variables that mean something else elsewhere in the project
+# (shared/datasets.py reads BOILERBENCH_DATASETS; the services read HOST, PORT, TOKEN).
+_SIMPLE_KEYS = (
+    "html_folder", "content_folder", "feeds_folder", "dataset_name", "dataset", "output_folder",
+    "store", "services", "mode", "concurrency", "workers", "timeout_s", "retries", "backoff_s",
+    "service_token",
+)
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with a message naming the key (and line) at fault."""
+
+
+_FILE_VALUES: ContextVar[dict[str, Any]] = ContextVar("boilerbench_config_file")
+
+
+class _ConfigFileSource(PydanticBaseSettingsSource):
+    """The values of the `key:value;` file being loaded (see load_config)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return _FILE_VALUES.get({}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE_VALUES.get({}))
+
+
+def _comma_list(value: Any) -> Any:
+    return [item.strip() for item in value.split(",") if item.strip()] if isinstance(
+        value, str) else value
+
+
+class RunConfig(BaseSettings):
+    """Validated settings of one evaluation run (see the module docstring).
+
+    Constructor arguments are the CLI layer; the environment and the file being
+    loaded by load_config come under them.
+    """
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
+    html_folder: Path | None = None
+    content_folder: Path | None = None
+    feeds_folder: Path | None = None
+    dataset_name: str | None = None
+    dataset: Annotated[list[Path], NoDecode, BeforeValidator(_comma_list)] = Field(
+        default_factory=list)
+    output_folder: Path = Path("results")
+    store: Path | None = None
+    services: Annotated[list[str], NoDecode, BeforeValidator(_comma_list)] = Field(
+        default_factory=lambda: list(DEFAULT_SERVICES), min_length=1)
+    urls: dict[str, str] = Field(default_factory=dict)
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    mode: Mode = "local"
+    concurrency: int = Field(4, ge=1, le=256)
+    workers: int = Field(2, ge=1, le=64)
+    timeout_s: float = Field(60.0, gt=0)
+    retries: int = Field(3, ge=0, le=20)
+    backoff_s: float = Field(0.5, ge=0)
+    service_token: str | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Highest first: CLI flags (constructor), environment, configuration file.
+        return init_settings, env_settings, _ConfigFileSource(settings_cls)
+
+    @field_validator("services")
+    @classmethod
+    def _known_services(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if name not in SERVICES:
+                raise ValueError(f"unknown service {name!r}; known: {', '.join(SERVICES)}")
+        if len(set(names)) != len(names):
+            raise ValueError("a service is named twice")
+        return names
+
+    @field_validator("urls")
+    @classmethod
+    def _http_urls(cls, urls: dict[str, str]) -> dict[str, str]:
+        for name, url in urls.items():
+            if name not in SERVICES:
+                raise ValueError(f"unknown service {name!r}")
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"{name}: {url!r} is not an http(s) URL")
+        return {name: url.rstrip("/") for name, url in urls.items()}
+
+    @field_validator("options")
+    @classmethod
+    def _option_services(cls, options: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name in options:
+            if name not in SERVICES:
+                raise ValueError(f"unknown service {name!r}")
+        return options
+
+    @property
+    def store_path(self) -> Path:
+        return self.store if self.store is not None else self.output_folder / "boilerbench.sqlite"
+
+    def dataset_folders(self) -> list[tuple[str, Path, Path, Path | None]]:
+        """(name, html folder, content folder, feeds folder or None) of every test set."""
+        sets: list[tuple[str, Path, Path, Path | None]] = []
+        if (self.html_folder is None) != (self.content_folder is None):
+            raise ConfigError("html_folder and content_folder must be given together")
+        if self.html_folder is not None and self.content_folder is not None:
+            name = self.dataset_name or self.html_folder.resolve().parent.name or "dataset"
+            sets.append((name, self.html_folder, self.content_folder, self.feeds_folder))
+        for folder in self.dataset:
+            feeds = folder / "feeds"
+            sets.append((folder.resolve().name, folder / "html", folder / "content",
+                         feeds if feeds.is_dir() else None))
+        return sets
+
+
+def _key_names() -> list[str]:
+    return [*_SIMPLE_KEYS, "service.<name>.url", "service.<name>.options"]
+
+
+def _split_entries(text: str) -> list[tuple[int, str]]:
+    """The raw `key:value` entries of a file with their line numbers.
+
+    Splits at `;` and at line ends, except inside a JSON value (braces, brackets or a
+    double-quoted string), so `{"a": "x;y"}` stays whole and may span lines.
+    """
+    entries: list[tuple[int, str]] = []
+    current: list[str] = []
+    start_line = line = 1
+    depth = 0
+    in_string = escaped = False
+    at_line_start = True
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if at_line_start and depth == 0 and not "".join(current).strip() and char == "#":
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        at_line_start = False
+        if in_string:
+            current.append(char)
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            elif char == "\n":
+                line += 1
+        elif char == '"' and ":" in "".join(current):
+            in_string = True
+            current.append(char)
+        elif char in "{[" and ":" in "".join(current):
+            depth += 1
+            current.append(char)
+        elif char in "}]" and depth > 0:
+            depth -= 1
+            current.append(char)
+        elif depth == 0 and char in ";\n":
+            if "".join(current).strip():
+                entries.append((start_line, "".join(current).strip()))
+            current = []
+            if char == "\n":
+                line += 1
+                at_line_start = True
+            start_line = line
+        else:
+            if char == "\n":
+                line += 1
+            if not "".join(current).strip():
+                start_line = line
+            current.append(char)
+        i += 1
+    if "".join(current).strip():
+        if in_string or depth:
+            raise ConfigError(f"line {start_line}: unterminated JSON value in "
+                              f"{''.join(current).strip()[:60]!r}")
+        entries.append((start_line, "".join(current).strip()))
+    return entries
+
+
+def _suggest(key: str) -> str:
+    candidates = [*_SIMPLE_KEYS, "service.justext.url", "service.justext.options"]
+    close = difflib.get_close_matches(key, candidates, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def parse_config_text(text: str, base: Path | None = None,
+                      source: str = "config") -> dict[str, Any]:
+    """Parse `key:value;` text into RunConfig field values (not yet validated).
+
+    Raises ConfigError naming the source, line and key of the first problem.
+    """
+    values: dict[str, Any] = {}
+    seen: dict[str, int] = {}
+    for line, entry in _split_entries(text):
+        where = f"{source}, line {line}"
+        if ":" not in entry:
+            raise ConfigError(f"{where}: {entry[:60]!r} is not a key:value entry")
+        key, value = (part.strip() for part in entry.split(":", 1))
+        if not key:
+            raise ConfigError(f"{where}: an entry has no key")
+        if key in seen:
+            raise ConfigError(f"{where}: key {key!r} is given twice (first on line {seen[key]})")
+        seen[key] = line
+        if not value:
+            raise ConfigError(f"{where}: key {key!r} has no value")
+        if key.startswith("service."):
+            parts = key.split(".")
+            if len(parts) != 3 or parts[2] not in ("url", "options"):
+                raise ConfigError(f"{where}: unknown key {key!r}; per-service keys are "
+                                  "service.<name>.url and service.<name>.options")
+            name = parts[1]
+            if name not in SERVICES:
+                raise ConfigError(f"{where}: key {key!r}: unknown service {name!r}; "
+                                  f"known: {', '.join(SERVICES)}")
+            if parts[2] == "url":
+                values.setdefault("urls", {})[name] = value
+            else:
+                try:
+                    options = json.loads(value)
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(
+                        f"{where}: key {key!r}: the value is not JSON: {exc}") from None
+                if not isinstance(options, dict):
+                    raise ConfigError(f"{where}: key {key!r}: the value must be a JSON object")
+                values.setdefault("options", {})[name] = options
+            continue
+        if key not in _SIMPLE_KEYS:
+            raise ConfigError(f"{where}: unknown key {key!r}{_suggest(key)}; "
+                              f"known keys: {', '.join(_key_names())}")
+        if key in _LIST_KEYS:
+            items = [item.strip() for item in value.split(",") if item.strip()]
+            values[key] = [_resolve(Path(p), base) for p in items] if key == "dataset" else items
+        elif key in _PATH_KEYS:
+            values[key] = _resolve(Path(value), base)
+        else:
+            values[key] = value
+    return values
+
+
+def _resolve(path: Path, base: Path | None) -> Path:
+    path = path.expanduser()
+    return path if base is None or path.is_absolute() else base / path
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Parse a configuration file; relative paths are taken from the file's folder."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the configuration file {path}: {exc}") from None
+    return parse_config_text(text, base=path.resolve().parent, source=str(path))
+
+
+def _field_to_key(loc: tuple[int | str, ...]) -> str:
+    """The user-facing key of a validation error location."""
+    if len(loc) >= 2 and loc[0] in ("urls", "options"):
+        return f"service.{loc[1]}.{'url' if loc[0] == 'urls' else 'options'}"
+    return str(loc[0]) if loc else "(config)"
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """pydantic errors as one line naming each configuration key."""
+    problems = []
+    for err in exc.errors():
+        key = _field_to_key(tuple(err["loc"]))
+        if err["type"] == "extra_forbidden":
+            problems.append(f"unknown key {key!r}")
+            continue
+        given = err.get("input")
+        shown = f" (got {given!r})" if isinstance(given, str | int | float) else ""
+        problems.append(f"key {key!r}: {err['msg']}{shown}")
+    return "; ".join(problems)
+
+
+def load_config(config_file: Path | None = None, cli: Mapping[str, Any] | None = None,
+                file_values: Mapping[str, Any] | None = None) -> RunConfig:
+    """The run configuration: defaults < file < environment (BOILERBENCH_*) < CLI flags.
+
+    `cli` holds only the flags actually given (None values are dropped);
+    `file_values` stands for a parsed file (the API's per-run settings).
+    """
+    values = dict(file_values or {})
+    if config_file is not None:
+        values.update(read_config_file(config_file))
+    token = _FILE_VALUES.set(values)
+    try:
+        return RunConfig(**{k: v for k, v in (cli or {}).items() if v is not None})
+    except ValidationError as exc:
+        raise ConfigError(describe_errors(exc)) from None
+    finally:
+        _FILE_VALUES.reset(token)

@@ -1,0 +1,460 @@
+"""Test sets: dataset folders, JSON pages, uploaded archives, and the Scrapinghub download.
+
+A test set is pages with gold text (seed 002, f2): `html/<id>.html` and
+`content/<id>.txt` paired by file name, optionally `feeds/<id>.xml` (the page's
+RSS/Atom feed, for the rss service). Files without a partner are listed as
+warnings in the run's results, never silently dropped.
+
+Archives come from users over HTTP, so they are read member by member into memory
+under limits (total uncompressed size, file count, size per file, compression
+ratio) and refused when a member is a link, a device, an absolute path or climbs
+out with `..`; nothing is ever extracted to disk by the archive library itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import io
+import json
+import re
+import stat
+import tarfile
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.decoding import NotHTMLError, decode_html
+
+HTML_SUFFIXES = (".html", ".htm")
+GOLD_SUFFIX = ".txt"
+FEED_SUFFIX = ".xml"
+_WORDS = re.compile(r"\w+")
+
+
+class DatasetError(ValueError):
+    """A test set that cannot be used (reported to the user as is)."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """One test page. `html` is raw bytes (from files; decoded like the services do)
+    or text (from JSON)."""
+
+    dataset: str
+    id: str
+    html: bytes | str
+    gold: str
+    feed: str | None = None
+
+    def html_text(self) -> str:
+        """The page as text; raises NotHTMLError for empty or binary input."""
+        return self.html if isinstance(self.html, str) else decode_html(self.html)
+
+
+@dataclass
+class Dataset:
+    """A named test set: its page ids, how to load a page, and pairing warnings."""
+
+    name: str
+    ids: list[str]
+    loader: Callable[[str], Page]
+    warnings: list[str] = field(default_factory=list)
+    has_feeds: bool = False
+
+    def page(self, page_id: str) -> Page:
+        return self.loader(page_id)
+
+    def pages(self) -> Iterator[Page]:
+        for page_id in self.ids:
+            yield self.loader(page_id)
+
+
+def read_gold(data: bytes) -> str:
+    """Gold text files are UTF-8 (a BOM is dropped); stray bytes become U+FFFD."""
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def pair_names(html: Iterable[str], content: Iterable[str], feeds: Iterable[str] = (),
+               dataset: str = "") -> tuple[list[str], list[str]]:
+    """Pair file names by id: (sorted paired ids, warnings naming every unpaired file).
+
+    `html`, `content` and `feeds` are file names (no folders).
+    """
+    prefix = f"{dataset}: " if dataset else ""
+    warnings: list[str] = []
+
+    def by_id(names: Iterable[str], suffixes: tuple[str, ...], folder: str) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for name in sorted(names):
+            if name.startswith("."):
+                continue
+            stem, dot, suffix = name.rpartition(".")
+            if not dot or f".{suffix.lower()}" not in suffixes:
+                warnings.append(f"{prefix}{folder}/{name}: not a {'/'.join(suffixes)} file; "
+                                "ignored")
+                continue
+            if stem in found:
+                warnings.append(f"{prefix}{folder}/{name}: same id as {folder}/{found[stem]}; "
+                                "ignored")
+                continue
+            found[stem] = name
+        return found
+
+    pages = by_id(html, HTML_SUFFIXES, "html")
+    golds = by_id(content, (GOLD_SUFFIX,), "content")
+    feed_ids = by_id(feeds, (FEED_SUFFIX,), "feeds")
+    paired = sorted(set(pages) & set(golds))
+    for page_id in sorted(set(pages) - set(golds)):
+        warnings.append(f"{prefix}html/{pages[page_id]} has no content/{page_id}.txt; not used")
+    for page_id in sorted(set(golds) - set(pages)):
+        warnings.append(f"{prefix}content/{golds[page_id]} has no html/{page_id}.html; not used")
+    for page_id in sorted(set(feed_ids) - set(paired)):
+        warnings.append(f"{prefix}feeds/{feed_ids[page_id]} belongs to no test page; not used")
+    return paired, warnings
+
+
+def open_folder(name: str, html_folder: Path, content_folder: Path,
+                feeds_folder: Path | None = None) -> Dataset:
+    """A test set from an HTML folder and a content folder (pages read when needed)."""
+    for label, folder in (("html", html_folder), ("content", content_folder)):
+        if not folder.is_dir():
+            raise DatasetError(f"{name}: the {label} folder {folder} does not exist")
+    html_files = {p.name: p for p in html_folder.iterdir() if p.is_file()}
+    gold_files = {p.name: p for p in content_folder.iterdir() if p.is_file()}
+    feed_files = ({p.name: p for p in feeds_folder.iterdir() if p.is_file()}
+                  if feeds_folder is not None and feeds_folder.is_dir() else {})
+    ids, warnings = pair_names(html_files, gold_files, feed_files, name)
+    html_by_id = {p.name.rpartition(".")[0]: p for p in html_files.values()}
+    feed_by_id = {p.stem: p for p in feed_files.values() if p.suffix == FEED_SUFFIX}
+
+    def load(page_id: str) -> Page:
+        feed = feed_by_id.get(page_id)
+        return Page(
+            dataset=name, id=page_id, html=html_by_id[page_id].read_bytes(),
+            gold=read_gold((content_folder / f"{page_id}{GOLD_SUFFIX}").read_bytes()),
+            feed=read_gold(feed.read_bytes()) if feed is not None else None,
+        )
+
+    if not ids:
+        warnings.append(f"{name}: no page has both an html and a content file")
+    return Dataset(name, ids, load, warnings, has_feeds=bool(feed_files))
+
+
+def open_dataset_dir(folder: Path, name: str | None = None) -> Dataset:
+    """A test set in the `html/`, `content/` (and optional `feeds/`) layout."""
+    if not folder.is_dir():
+        raise DatasetError(f"the dataset folder {folder} does not exist")
+    feeds = folder / "feeds"
+    return open_folder(name or folder.resolve().name, folder / "html", folder / "content",
+                       feeds if feeds.is_dir() else None)
+
+
+def in_memory(name: str, pages: list[Page], warnings: list[str] | None = None) -> Dataset:
+    """A test set held in memory (JSON bodies, archives, pages kept in the store)."""
+    by_id = {page.id: page for page in pages}
+    if len(by_id) != len(pages):
+        raise DatasetError(f"{name}: page ids are not unique")
+    return Dataset(name, list(by_id), by_id.__getitem__, list(warnings or []),
+                   has_feeds=any(page.feed is not None for page in pages))
+
+
+class PageIn(BaseModel):
+    """One page of a JSON test set."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=200, pattern=r"^[^/\\\x00]+$")
+    html: str
+    gold: str
+    feed: str | None = None
+
+
+class DatasetIn(BaseModel):
+    """A JSON test set: a name and its pages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("inline", min_length=1, max_length=100, pattern=r"^[\w.-]+$")
+    pages: list[PageIn] = Field(min_length=1)
+
+    def dataset(self) -> Dataset:
+        return in_memory(self.name, [Page(self.name, p.id, p.html, p.gold, p.feed)
+                                     for p in self.pages])
+
+
+# ---------------------------------------------------------------------------------------
+# Archives
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """Limits on an uploaded archive, against archive bombs."""
+
+    max_total_bytes: int = 512 * 1024 * 1024
+    max_files: int = 20_000
+    max_file_bytes: int = 32 * 1024 * 1024
+    max_ratio: float = 200.0
+    """Uncompressed size over compressed size, per member (zip) or overall (tar)."""
+
+
+class ArchiveError(DatasetError):
+    """An archive refused as unsafe or over a limit."""
+
+
+def _safe_member_path(name: str) -> PurePosixPath:
+    """The member's path if it stays inside the archive, else ArchiveError."""
+    if "\x00" in name or "\\" in name:
+        raise ArchiveError(f"refused member {name!r}: backslash or NUL in the path")
+    path = PurePosixPath(name)
+    if path.is_absolute() or (path.parts and re.match(r"^[A-Za-z]:", path.parts[0])):
+        raise ArchiveError(f"refused member {name!r}: absolute path")
+    if ".." in path.parts:
+        raise ArchiveError(f"refused member {name!r}: '..' in the path")
+    return PurePosixPath(*[p for p in path.parts if p not in ("", ".")])
+
+
+class _Budget:
+    def __init__(self, limits: ArchiveLimits) -> None:
+        self.limits = limits
+        self.files = 0
+        self.total = 0
+
+    def admit(self, name: str, size: int) -> None:
+        self.files += 1
+        if self.files > self.limits.max_files:
+            raise ArchiveError(f"more than {self.limits.max_files} files in the archive")
+        if size > self.limits.max_file_bytes:
+            raise ArchiveError(f"member {name!r} is {size} bytes; the limit per file is "
+                               f"{self.limits.max_file_bytes}")
+        self.total += size
+        if self.total > self.limits.max_total_bytes:
+            raise ArchiveError(f"the archive unpacks to more than {self.limits.max_total_bytes} "
+                               "bytes")
+
+
+def _bounded_read(stream: IO[bytes], name: str, limit: int) -> bytes:
+    """Read at most `limit` bytes, whatever the headers claimed."""
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise ArchiveError(f"member {name!r} unpacks to more than {limit} bytes")
+    return data
+
+
+def _zip_members(data: bytes, limits: ArchiveLimits) -> dict[PurePosixPath, bytes]:
+    files: dict[PurePosixPath, bytes] = {}
+    budget = _Budget(limits)
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile as exc:
+        raise ArchiveError(f"not a readable zip archive: {exc}") from None
+    with archive:
+        for info in archive.infolist():
+            path = _safe_member_path(info.filename)
+            mode = info.external_attr >> 16
+            if stat.S_ISLNK(mode):
+                raise ArchiveError(f"refused member {info.filename!r}: symbolic link")
+            if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise ArchiveError(f"refused member {info.filename!r}: not a regular file")
+            if info.is_dir():
+                continue
+            budget.admit(info.filename, info.file_size)
+            if info.compress_size and info.file_size / info.compress_size > limits.max_ratio:
+                raise ArchiveError(f"member {info.filename!r} has a compression ratio over "
+                                   f"{limits.max_ratio:g}")
+            if info.compress_size == 0 and info.file_size > 0:
+                raise ArchiveError(f"member {info.filename!r}: inconsistent sizes")
+            try:
+                with archive.open(info) as stream:
+                    files[path] = _bounded_read(stream, info.filename, info.file_size)
+            except (zipfile.BadZipFile, OSError, NotImplementedError) as exc:
+                raise ArchiveError(f"member {info.filename!r} cannot be read: {exc}") from None
+    return files
+
+
+def _tar_members(data: bytes, limits: ArchiveLimits) -> dict[PurePosixPath, bytes]:
+    files: dict[PurePosixPath, bytes] = {}
+    budget = _Budget(limits)
+    try:
+        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")  # noqa: SIM115
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise ArchiveError(f"not a readable tar archive: {exc}") from None
+    try:
+        with archive:
+            for member in archive:
+                path = _safe_member_path(member.name)
+                if member.issym() or member.islnk():
+                    raise ArchiveError(f"refused member {member.name!r}: "
+                                       f"{'symbolic' if member.issym() else 'hard'} link")
+                if member.isdir():
+                    continue
+                if not member.isfile():
+                    raise ArchiveError(f"refused member {member.name!r}: not a regular file")
+                budget.admit(member.name, member.size)
+                if budget.total > limits.max_ratio * max(len(data), 1):
+                    raise ArchiveError(f"the archive's compression ratio is over "
+                                       f"{limits.max_ratio:g}")
+                stream = archive.extractfile(member)
+                if stream is None:
+                    raise ArchiveError(f"member {member.name!r} cannot be read")
+                files[path] = _bounded_read(stream, member.name, member.size)
+    except (tarfile.TarError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ArchiveError(f"the tar archive is damaged: {exc}") from None
+    return files
+
+
+def read_archive_members(data: bytes, limits: ArchiveLimits | None = None
+                         ) -> dict[PurePosixPath, bytes]:
+    """The regular files of a zip or tar (.gz/.bz2/.xz) archive, read safely into memory."""
+    limits = limits or ArchiveLimits()
+    if len(data) > limits.max_total_bytes:
+        raise ArchiveError(f"the archive is over {limits.max_total_bytes} bytes")
+    if zipfile.is_zipfile(io.BytesIO(data)):
+        return _zip_members(data, limits)
+    return _tar_members(data, limits)
+
+
+def datasets_from_archive(data: bytes, name: str = "upload",
+                          limits: ArchiveLimits | None = None) -> list[Dataset]:
+    """Every test set in an archive: each folder holding `html/` and `content/`
+    (the archive root is named `name`, a sub-folder by its own name)."""
+    files = read_archive_members(data, limits)
+    roots = sorted({path.parent.parent for path in files
+                    if len(path.parts) >= 2 and path.parent.name in ("html", "content")})
+    datasets: list[Dataset] = []
+    used: set[PurePosixPath] = set()
+    for root in roots:
+        def under(folder: str, root: PurePosixPath = root) -> dict[str, PurePosixPath]:
+            return {p.name: p for p in files if p.parent == root / folder}
+
+        html, content, feeds = under("html"), under("content"), under("feeds")
+        if not html or not content:
+            continue
+        set_name = root.name or name
+        ids, warnings = pair_names(html, content, feeds, set_name)
+        used.update(html.values(), content.values(), feeds.values())
+        html_by_id = {n.rpartition(".")[0]: p for n, p in html.items()}
+        pages = []
+        for page_id in ids:
+            feed = feeds.get(f"{page_id}{FEED_SUFFIX}")
+            pages.append(Page(set_name, page_id, files[html_by_id[page_id]],
+                              read_gold(files[content[f"{page_id}{GOLD_SUFFIX}"]]),
+                              read_gold(files[feed]) if feed is not None else None))
+        datasets.append(in_memory(set_name, pages, warnings))
+    if not datasets:
+        raise DatasetError("the archive holds no folder with html/ and content/ sub-folders")
+    names = [d.name for d in datasets]
+    if len(set(names)) != len(names):
+        raise DatasetError(f"the archive holds two test sets of the same name: {names}")
+    stray = sorted(str(p) for p in files if p not in used)
+    if stray:
+        shown = ", ".join(stray[:20]) + (f" and {len(stray) - 20} more" if len(stray) > 20 else "")
+        datasets[0].warnings.append(f"files outside any html/ or content/ folder: {shown}")
+    return datasets
+
+
+# ---------------------------------------------------------------------------------------
+# The Scrapinghub article extraction benchmark
+
+SCRAPINGHUB_COMMIT = "4a3bc979f76c0df73cb95fe272e2fc1b96f9f010"
+SCRAPINGHUB_URL = ("https://raw.githubusercontent.com/scrapinghub/article-extraction-benchmark/"
+                   f"{SCRAPINGHUB_COMMIT}")
+_MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
+
+
+async def _fetch(client: httpx.AsyncClient, url: str, limit: int) -> bytes:
+    async with client.stream("GET", url) as reply:
+        if reply.status_code != 200:
+            raise DatasetError(f"GET {url}: HTTP {reply.status_code}")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in reply.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise DatasetError(f"GET {url}: more than {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _gunzip(data: bytes, name: str, limit: int) -> bytes:
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+            out = stream.read(limit + 1)
+    except (OSError, EOFError) as exc:
+        raise DatasetError(f"{name}: not a gzip file: {exc}") from None
+    if len(out) > limit:
+        raise DatasetError(f"{name}: unpacks to more than {limit} bytes")
+    return out
+
+
+async def download_scrapinghub(target: Path, source_url: str = SCRAPINGHUB_URL,
+                               concurrency: int = 8,
+                               progress: Callable[[int, int], None] | None = None,
+                               timeout_s: float = 60.0) -> int:
+    """Fetch the benchmark (upstream `ground-truth.json` and `html/<id>.html.gz`) into
+    `target` as html/<id>.html (gunzipped), content/<id>.txt (`articleBody`) and
+    index.tsv. Returns the number of pages. Pages already present are kept."""
+    base = source_url.rstrip("/")
+    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=True) as client:
+        raw = await _fetch(client, f"{base}/ground-truth.json", _MAX_DOWNLOAD_BYTES)
+        try:
+            truth = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"ground-truth.json is not JSON: {exc}") from None
+        if not isinstance(truth, dict) or not truth:
+            raise DatasetError("ground-truth.json is not an object of pages")
+        for page_id, entry in truth.items():
+            if not re.fullmatch(r"[0-9A-Za-z_-]{1,128}", page_id):
+                raise DatasetError(f"ground-truth.json: unexpected page id {page_id!r}")
+            if not isinstance(entry, dict) or not isinstance(entry.get("articleBody"), str):
+                raise DatasetError(f"ground-truth.json: page {page_id} has no articleBody")
+        (target / "html").mkdir(parents=True, exist_ok=True)
+        (target / "content").mkdir(parents=True, exist_ok=True)
+        semaphore = asyncio.Semaphore(concurrency)
+        done = 0
+
+        async def one(page_id: str) -> None:
+            nonlocal done
+            html_path = target / "html" / f"{page_id}.html"
+            if not html_path.exists():
+                async with semaphore:
+                    packed = await _fetch(client, f"{base}/html/{page_id}.html.gz",
+                                          _MAX_DOWNLOAD_BYTES)
+                data = _gunzip(packed, f"html/{page_id}.html.gz", _MAX_DOWNLOAD_BYTES)
+                partial = html_path.with_suffix(".part")
+                partial.write_bytes(data)
+                partial.replace(html_path)
+            done += 1
+            if progress is not None:
+                progress(done, len(truth))
+
+        await asyncio.gather(*(one(page_id) for page_id in truth))
+    lines = ["id\turl\thtml_bytes\tgold_words"]
+    for page_id, entry in sorted(truth.items()):
+        body = entry["articleBody"]
+        (target / "content" / f"{page_id}.txt").write_text(body, encoding="utf-8")
+        size = (target / "html" / f"{page_id}.html").stat().st_size
+        url = str(entry.get("url", "")).replace("\t", " ")
+        words = len(_WORDS.findall(body))
+        lines.append(f"{page_id}\t{url}\t{size}\t{words}")
+    (target / "index.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (target / "SOURCE.md").write_text(
+        "# scrapinghub (Zyte article extraction benchmark)\n\n"
+        f"Downloaded by `boilerbench datasets download scrapinghub` from {base}.\n"
+        "Licence: MIT (copyright 2020 Scrapinghub). Gold: the `articleBody` field of "
+        "ground-truth.json.\n", encoding="utf-8")
+    return len(truth)
+
+
+def check_html(page: Page) -> str | None:
+    """Why a page cannot be used (not decodable as HTML), or None."""
+    try:
+        page.html_text()
+    except NotHTMLError as exc:
+        return str(exc)
+    return None

@@ -1,0 +1,404 @@
+"""Runs: every chosen service on every page of the test sets, scored and stored as it arrives.
+
+Two backends run the extractions:
+
+- `http`: the services' /extract over one shared httpx.AsyncClient (keep-alive),
+  at most `concurrency` requests in flight per service, a time limit per request,
+  and retries with exponential back-off (backoff_s, doubled) on connection errors
+  and 5xx replies. 4xx replies and time-outs are not retried (the same page would
+  fail the same way). After a page has used up its retries on connection errors,
+  the service counts as down and later pages get one attempt each, so a dead
+  service costs milliseconds per page, and is picked up again if it comes back.
+- `embedded`: no HTTP; each service's extractor runs in worker processes
+  (shared.workers.WorkerPool, the same pool the services use, which enforces the
+  time limit by killing the worker), with at most `workers` extractions at a time
+  over all services, so the run uses that many cores.
+
+A service that fails never fails the run: the page becomes status "error" with
+the reason and is scored as empty output. The rss service gets the page's feed as
+option `feed`; pages without one are "skipped" (not scored, but counted). A page
+that is not decodable HTML is skipped for every service and named in the warnings.
+
+Each page is prepared for scoring once (scoring.prepare_page) and reused by all
+services; each result is written to the store in its own transaction, so a killed
+run resumes where it stopped: finished (dataset, page, service) rows are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import httpx
+from pydantic import BaseModel, Field, ValidationError
+
+from orchestrator.datasets import Dataset, Page, in_memory, open_folder
+from orchestrator.models import PageResult, RunInfo
+from orchestrator.scoring import PageReference, prepare_page, score_empty, score_extraction
+from orchestrator.store import Store
+from shared.contract import Block, ExtractReply, PageError
+from shared.decoding import NotHTMLError
+from shared.registry import SERVICES, get_service
+from shared.workers import ExtractionFailedError, ExtractionTimeoutError, PoolBusyError, WorkerPool
+
+Backend = Literal["http", "embedded"]
+NO_FEEDS = "dataset has no feeds"
+NO_PAGE_FEED = "the page has no feed"
+
+
+class DatasetSource(BaseModel):
+    """Where a run's test set comes from: a folder pair on disk, or the store's inputs."""
+
+    name: str
+    kind: Literal["folder", "stored"]
+    html_folder: str | None = None
+    content_folder: str | None = None
+    feeds_folder: str | None = None
+
+
+class RunSpec(BaseModel):
+    """Everything needed to run (or resume) a run; stored with it."""
+
+    datasets: list[DatasetSource]
+    services: list[str] = Field(min_length=1)
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    backend: Backend = "http"
+    urls: dict[str, str] = Field(default_factory=dict)
+    local: bool = False
+    """The URLs belong to a stack started for this run (a resumer supplies its own)."""
+    concurrency: int = 4
+    workers: int = 2
+    timeout_s: float = 60.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    service_token: str | None = None
+    output_folder: str = "results"
+    total: int = 0
+
+    def url(self, service: str) -> str:
+        return self.urls.get(service, f"http://127.0.0.1:{get_service(service).port}")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one extraction came back with: text and blocks, or an error reason."""
+
+    text: str = ""
+    blocks: Sequence[Block] = ()
+    elapsed_ms: float | None = None
+    error: str | None = None
+
+
+class Extractor(Protocol):
+    async def start(self) -> None: ...
+
+    async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome: ...
+
+    async def aclose(self) -> None: ...
+
+
+# Transport failures worth another attempt: the service was not there or went away.
+_RETRYABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError,
+              httpx.ReadError, httpx.WriteError, httpx.PoolTimeout)
+
+
+class HttpExtractor:
+    """The services' /extract over one shared AsyncClient (see the module docstring)."""
+
+    def __init__(self, spec: RunSpec, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.spec = spec
+        self.semaphores = {name: asyncio.Semaphore(spec.concurrency) for name in spec.services}
+        self.down: dict[str, bool] = dict.fromkeys(spec.services, False)
+        headers = {"authorization": f"Bearer {spec.service_token}"} if spec.service_token else {}
+        slots = spec.concurrency * len(spec.services)
+        self.client = httpx.AsyncClient(
+            timeout=httpx.Timeout(spec.timeout_s, connect=min(spec.timeout_s, 10.0)),
+            limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots),
+            headers=headers, transport=transport,
+        )
+
+    async def start(self) -> None:
+        return None
+
+    async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome:
+        url = f"{self.spec.url(service)}/extract"
+        attempts = 1 if self.down[service] else self.spec.retries + 1
+        last = "no attempt"
+        connection_failed = False
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(self.spec.backoff_s * 2 ** (attempt - 1))
+            try:
+                async with self.semaphores[service]:
+                    started = time.perf_counter()  # time in the service, not in the queue
+                    reply = await self.client.post(
+                        url, json={"html": html, "url": None, "options": options})
+            except _RETRYABLE as exc:
+                connection_failed = True
+                last = f"cannot reach {url}: {type(exc).__name__}: {exc}".rstrip(": ")
+                continue
+            except httpx.TimeoutException:
+                return Outcome(error=f"no reply from {service} within {self.spec.timeout_s:g} s")
+            except httpx.HTTPError as exc:
+                return Outcome(error=f"request to {url} failed: {type(exc).__name__}: {exc}")
+            elapsed = (time.perf_counter() - started) * 1000
+            if reply.status_code >= 500:
+                connection_failed = False
+                last = f"HTTP {reply.status_code}: {_error_text(reply)}"
+                continue
+            self.down[service] = False
+            if reply.status_code != 200:
+                return Outcome(error=f"HTTP {reply.status_code}: {_error_text(reply)}")
+            try:
+                body = ExtractReply.model_validate_json(reply.content)
+            except ValidationError as exc:
+                return Outcome(error=f"invalid reply from {service}: {exc.errors()[0]['msg']}")
+            return Outcome(body.text, body.blocks, round(elapsed, 3))
+        if connection_failed:
+            self.down[service] = True
+        suffix = f" (after {attempts} attempts)" if attempts > 1 else ""
+        return Outcome(error=f"{last}{suffix}")
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _error_text(reply: httpx.Response) -> str:
+    """`error: detail` of a contract error reply, else the start of the body."""
+    try:
+        body = reply.json()
+    except ValueError:
+        return reply.text[:200] or reply.reason_phrase
+    if isinstance(body, dict) and "error" in body:
+        return f"{body['error']}: {body.get('detail', '')}"[:500]
+    return reply.text[:200]
+
+
+class EmbeddedExtractor:
+    """Extractors in worker processes, no HTTP (see the module docstring)."""
+
+    def __init__(self, spec: RunSpec) -> None:
+        self.spec = spec
+        self.pools = {name: WorkerPool(SERVICES[name].module, spec.workers)
+                      for name in spec.services}
+        self.slots = asyncio.Semaphore(spec.workers)
+        self.broken: dict[str, str] = {}
+
+    async def start(self) -> None:
+        async def start_one(name: str, pool: WorkerPool) -> None:
+            try:
+                await pool.start()
+            except Exception as exc:
+                self.broken[name] = f"the {name} extractor did not start: {exc}"
+
+        await asyncio.gather(*(start_one(n, p) for n, p in self.pools.items()))
+
+    async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome:
+        if service in self.broken:
+            return Outcome(error=self.broken[service])
+        async with self.slots:
+            started = time.perf_counter()
+            try:
+                result = await self.pools[service].run(html, options, None, self.spec.timeout_s)
+            except (ExtractionTimeoutError, ExtractionFailedError, PoolBusyError, PageError) as exc:
+                return Outcome(error=f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+        blocks = [Block.model_validate(b) for b in result.blocks]
+        return Outcome(result.text, blocks, round((time.perf_counter() - started) * 1000, 3))
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(pool.close() for pool in self.pools.values()))
+
+
+def make_extractor(spec: RunSpec) -> Extractor:
+    return EmbeddedExtractor(spec) if spec.backend == "embedded" else HttpExtractor(spec)
+
+
+# ---------------------------------------------------------------------------------------
+# Creating and running runs
+
+
+def folder_source(dataset_name: str, html: Path, content: Path,
+                  feeds: Path | None) -> DatasetSource:
+    return DatasetSource(name=dataset_name, kind="folder", html_folder=str(html.resolve()),
+                         content_folder=str(content.resolve()),
+                         feeds_folder=str(feeds.resolve()) if feeds else None)
+
+
+def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (),
+               memory: Sequence[Dataset] = (), run_id: str | None = None) -> str:
+    """Record a new run (status pending) on folder test sets and in-memory ones (whose
+    pages go into the store); returns its id. Raises DatasetError for a missing folder."""
+    datasets = [open_source(source) for source in folders]
+    sources = list(folders) + [DatasetSource(name=d.name, kind="stored") for d in memory]
+    names = [s.name for s in sources]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two test sets have the same name: {names}")
+    all_sets = datasets + list(memory)
+    warnings = [w for d in all_sets for w in d.warnings]
+    spec = spec.model_copy(update={
+        "datasets": sources, "total": sum(len(d.ids) for d in all_sets) * len(spec.services)})
+    run_id = run_id or uuid.uuid4().hex[:12]
+    info = RunInfo(id=run_id, datasets=names, services=spec.services,
+                   options={"services": spec.options, "backend": spec.backend,
+                            "concurrency": spec.concurrency, "timeout_s": spec.timeout_s,
+                            "retries": spec.retries})
+    inputs = [page for d in memory for page in d.pages()]
+    store.create_run(info, spec.model_dump(mode="json"), warnings, inputs)
+    return run_id
+
+
+def open_source(source: DatasetSource, store: Store | None = None,
+                run_id: str | None = None) -> Dataset:
+    if source.kind == "folder":
+        if not source.html_folder or not source.content_folder:
+            raise ValueError(f"{source.name}: a folder test set needs both folders")
+        return open_folder(source.name, Path(source.html_folder), Path(source.content_folder),
+                           Path(source.feeds_folder) if source.feeds_folder else None)
+    if store is None or run_id is None:
+        raise ValueError("stored test sets need the store and the run id")
+    return in_memory(source.name, store.inputs(run_id).get(source.name, []))
+
+
+ProgressFn = Callable[[PageResult], None]
+
+
+@dataclass
+class _Prepared:
+    html: str | None
+    ref: PageReference | None
+    reason: str | None
+
+
+def _prepare(page: Page) -> _Prepared:
+    try:
+        html = page.html_text()
+    except NotHTMLError as exc:
+        return _Prepared(None, None, f"the page is not HTML: {exc}")
+    return _Prepared(html, prepare_page(html, page.gold), None)
+
+
+async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = None,
+                      urls: dict[str, str] | None = None,
+                      extractor: Extractor | None = None) -> list[PageResult]:
+    """Run (or resume) a recorded run to the end; returns all its page results.
+
+    `urls` replaces the stored service URLs (a resumed run of a stack that is gone).
+    The run ends "finished" even when services fail; "failed" only when the test set
+    itself cannot be read.
+    """
+    spec = RunSpec.model_validate(store.spec(run_id))
+    if urls:
+        spec = spec.model_copy(update={"urls": {**spec.urls, **urls}})
+    store.set_status(run_id, "running")
+    try:
+        datasets = [open_source(source, store, run_id) for source in spec.datasets]
+    except Exception as exc:
+        store.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}")
+        raise
+    done = store.done_keys(run_id)
+    own_extractor = extractor is None
+    extractor = extractor or make_extractor(spec)
+    await extractor.start()
+    page_slots = asyncio.Semaphore(max(4, spec.concurrency * 2))
+    tasks: set[asyncio.Task[None]] = set()
+    failures: list[BaseException] = []
+
+    def record(result: PageResult) -> None:
+        store.add_result(result)
+        if progress is not None:
+            progress(result)
+
+    async def run_service(dataset: Dataset, page: Page, prepared: _Prepared,
+                          service: str) -> None:
+        base = {"run_id": run_id, "dataset": dataset.name, "page_id": page.id,
+                "service": service}
+        if prepared.reason is not None or prepared.ref is None or prepared.html is None:
+            record(PageResult(**base, status="skipped", error=prepared.reason))
+            return
+        options = dict(spec.options.get(service, {}))
+        if service == "rss":
+            if page.feed is None:
+                reason = NO_PAGE_FEED if dataset.has_feeds else NO_FEEDS
+                record(PageResult(**base, status="skipped", error=reason))
+                return
+            options["feed"] = page.feed
+        outcome = await extractor.extract(service, prepared.html, options)
+        ref = prepared.ref
+        if outcome.error is not None:
+            scores = await asyncio.to_thread(score_empty, ref)
+            record(PageResult(**base, status="error", error=outcome.error, scores=scores))
+            return
+        scores = await asyncio.to_thread(score_extraction, ref, outcome.text, outcome.blocks)
+        record(PageResult(**base, status="ok", elapsed_ms=outcome.elapsed_ms,
+                          text=outcome.text, scores=scores))
+
+    async def run_page(dataset: Dataset, page_id: str, services: list[str]) -> None:
+        try:
+            page = dataset.page(page_id)
+            prepared = await asyncio.to_thread(_prepare, page)
+            if prepared.reason is not None:
+                store.add_warnings(run_id, [f"{dataset.name}/{page_id}: {prepared.reason}"])
+            await asyncio.gather(*(run_service(dataset, page, prepared, s) for s in services))
+        except Exception as exc:
+            failures.append(exc)
+        finally:
+            page_slots.release()
+
+    try:
+        for dataset in datasets:
+            for page_id in dataset.ids:
+                pending = [s for s in spec.services if (dataset.name, page_id, s) not in done]
+                if not pending:
+                    continue
+                await page_slots.acquire()
+                if failures:
+                    page_slots.release()
+                    break
+                task = asyncio.create_task(run_page(dataset, page_id, pending))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    finally:
+        if own_extractor:
+            await extractor.aclose()
+    if failures:
+        store.set_status(run_id, "failed", f"{type(failures[0]).__name__}: {failures[0]}")
+        raise failures[0]
+    results = store.results(run_id)
+    await asyncio.to_thread(write_run_outputs, store, run_id, Path(spec.output_folder), results)
+    store.set_status(run_id, "finished")
+    return results
+
+
+def run_output_dir(output_folder: Path, run_id: str) -> Path:
+    return output_folder / run_id
+
+
+def write_run_outputs(store: Store, run_id: str, output_folder: Path,
+                      results: list[PageResult]) -> Path:
+    """results.json, pages.csv, summary.md and report.html of a run (orchestrator.report)."""
+    from orchestrator.report import write_outputs
+
+    info = store.run(run_id)
+    if info is None:
+        raise KeyError(run_id)
+    warnings = store.details(run_id)["warnings"]
+    if warnings:  # unpaired files and unusable pages travel with the figures
+        info = info.model_copy(update={"options": {**info.options, "warnings": warnings}})
+    out_dir = run_output_dir(output_folder, run_id)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_outputs(out_dir, info, results)
+    return out_dir

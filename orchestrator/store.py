@@ -1,0 +1,245 @@
+"""SQLite store of runs and page results, so a run survives a killed orchestrator.
+
+Every page result is written in its own transaction as it arrives (WAL journal,
+synchronous=NORMAL: a committed row survives a killed process), and the row key
+(run, dataset, page, service) is unique, so a resumed run skips what is done and
+can never record a page twice. Pages given inline or in an archive are kept in
+the `inputs` table, so their runs can resume too.
+
+One connection per Store, shared by the threads of the API server under a lock:
+the writes are small, and SQLite serialises writers anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.datasets import Page
+from orchestrator.models import PageResult, RunInfo, RunStatus
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    created TEXT NOT NULL,
+    updated TEXT NOT NULL,
+    status TEXT NOT NULL,
+    info TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    warnings TEXT NOT NULL DEFAULT '[]',
+    error TEXT
+);
+CREATE TABLE IF NOT EXISTS inputs (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    dataset TEXT NOT NULL,
+    page_id TEXT NOT NULL,
+    html BLOB NOT NULL,
+    gold TEXT NOT NULL,
+    feed TEXT,
+    PRIMARY KEY (run_id, dataset, page_id)
+);
+CREATE TABLE IF NOT EXISTS page_results (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    dataset TEXT NOT NULL,
+    page_id TEXT NOT NULL,
+    service TEXT NOT NULL,
+    status TEXT NOT NULL,
+    result TEXT NOT NULL,
+    created TEXT NOT NULL,
+    PRIMARY KEY (run_id, dataset, page_id, service)
+);
+"""
+
+UNFINISHED: tuple[RunStatus, ...] = ("pending", "running")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class Store:
+    """Runs, their inputs and their page results in one SQLite file."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
+                                   timeout=30.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        with self._lock:
+            self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic transaction: all of it is committed, or none of it."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- runs ------------------------------------------------------------------------
+
+    def create_run(self, info: RunInfo, spec: dict[str, Any], warnings: list[str],
+                   inputs: Iterable[Page] = ()) -> None:
+        """Record a new run with its plan, warnings and (inline) input pages at once."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO runs (id, created, updated, status, info, spec, warnings) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (info.id, info.created.isoformat(), _now(), info.status,
+                 info.model_dump_json(), json.dumps(spec), json.dumps(warnings)),
+            )
+            db.executemany(
+                "INSERT INTO inputs (run_id, dataset, page_id, html, gold, feed) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                ((info.id, p.dataset, p.id,
+                  p.html if isinstance(p.html, bytes) else p.html.encode("utf-8"),
+                  p.gold, p.feed) for p in inputs),
+            )
+
+    def set_status(self, run_id: str, status: RunStatus, error: str | None = None) -> None:
+        with self._transaction() as db:
+            row = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise KeyError(run_id)
+            info = RunInfo.model_validate_json(row[0]).model_copy(update={"status": status})
+            db.execute("UPDATE runs SET status = ?, info = ?, updated = ?, error = ? WHERE id = ?",
+                       (status, info.model_dump_json(), _now(), error, run_id))
+
+    def add_warnings(self, run_id: str, warnings: list[str]) -> None:
+        with self._transaction() as db:
+            row = db.execute("SELECT warnings FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise KeyError(run_id)
+            known = json.loads(row[0])
+            merged = known + [w for w in warnings if w not in known]
+            db.execute("UPDATE runs SET warnings = ? WHERE id = ?", (json.dumps(merged), run_id))
+
+    def run(self, run_id: str) -> RunInfo | None:
+        """The run with its current status and progress counts, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        info = RunInfo.model_validate_json(row[0])
+        return info.model_copy(update={"counts": self.counts(run_id)})
+
+    def spec(self, run_id: str) -> dict[str, Any]:
+        with self._lock:
+            row = self._db.execute("SELECT spec FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise KeyError(run_id)
+        spec: dict[str, Any] = json.loads(row[0])
+        return spec
+
+    def details(self, run_id: str) -> dict[str, Any]:
+        """Status extras: warnings, error and last update of a run."""
+        with self._lock:
+            row = self._db.execute("SELECT warnings, error, updated FROM runs WHERE id = ?",
+                                   (run_id,)).fetchone()
+        if row is None:
+            raise KeyError(run_id)
+        return {"warnings": json.loads(row[0]), "error": row[1], "updated": row[2]}
+
+    def runs(self, statuses: Iterable[RunStatus] | None = None) -> list[RunInfo]:
+        """Every run, newest first (optionally only those in `statuses`)."""
+        query = "SELECT info FROM runs"
+        params: list[str] = []
+        if statuses is not None:
+            wanted = list(statuses)
+            query += f" WHERE status IN ({', '.join('?' for _ in wanted)})"
+            params = list(wanted)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY created DESC", params).fetchall()
+        return [RunInfo.model_validate_json(row[0]) for row in rows]
+
+    def unfinished_runs(self) -> list[RunInfo]:
+        return self.runs(UNFINISHED)
+
+    # -- inputs ----------------------------------------------------------------------
+
+    def inputs(self, run_id: str) -> dict[str, list[Page]]:
+        """A run's stored input pages by dataset name (in insertion order)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT dataset, page_id, html, gold, feed FROM inputs WHERE run_id = ? "
+                "ORDER BY rowid", (run_id,)).fetchall()
+        pages: dict[str, list[Page]] = {}
+        for dataset, page_id, html, gold, feed in rows:
+            pages.setdefault(dataset, []).append(Page(dataset, page_id, bytes(html), gold, feed))
+        return pages
+
+    # -- page results ----------------------------------------------------------------
+
+    def add_result(self, result: PageResult) -> bool:
+        """Write one page result in its own transaction; False if it was already there
+        (a finished page is never recorded twice)."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO page_results (run_id, dataset, page_id, service, status, result, "
+                "created) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id, dataset, page_id, service) DO NOTHING",
+                (result.run_id, result.dataset, result.page_id, result.service, result.status,
+                 result.model_dump_json(), _now()),
+            )
+            return cursor.rowcount == 1
+
+    def done_keys(self, run_id: str) -> set[tuple[str, str, str]]:
+        """(dataset, page_id, service) of every result already recorded for a run."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT dataset, page_id, service FROM page_results WHERE run_id = ?",
+                (run_id,)).fetchall()
+        return {(r[0], r[1], r[2]) for r in rows}
+
+    def results(self, run_id: str) -> list[PageResult]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT result FROM page_results WHERE run_id = ? "
+                "ORDER BY dataset, page_id, service", (run_id,)).fetchall()
+        return [PageResult.model_validate_json(row[0]) for row in rows]
+
+    def counts(self, run_id: str) -> dict[str, int]:
+        """Recorded results of a run by status, with `done` their sum and `total`
+        the planned count (services x pages, from the run's spec)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT status, COUNT(*) FROM page_results WHERE run_id = ? GROUP BY status",
+                (run_id,)).fetchall()
+            spec_row = self._db.execute("SELECT spec FROM runs WHERE id = ?",
+                                        (run_id,)).fetchone()
+        counts = {"ok": 0, "error": 0, "skipped": 0}
+        counts.update(dict(rows))
+        counts["done"] = sum(n for _, n in rows)
+        if spec_row is not None:
+            counts["total"] = int(json.loads(spec_row[0]).get("total", 0))
+        return counts
+
+    def service_counts(self, run_id: str) -> dict[str, dict[str, int]]:
+        """Progress per service: results by status."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT service, status, COUNT(*) FROM page_results WHERE run_id = ? "
+                "GROUP BY service, status", (run_id,)).fetchall()
+        out: dict[str, dict[str, int]] = {}
+        for service, status, n in rows:
+            out.setdefault(service, {"ok": 0, "error": 0, "skipped": 0})[status] = n
+        return out

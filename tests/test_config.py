@@ -1,0 +1,122 @@
+"""The `key:value;` configuration: parsing, precedence, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import ConfigError, load_config, parse_config_text, read_config_file
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "examples" / "config.txt"
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("SERVICES", "CONCURRENCY", "URLS", "OPTIONS", "MODE", "STORE", "DATASET",
+                "OUTPUT_FOLDER", "TIMEOUT_S", "RETRIES"):
+        monkeypatch.delenv(f"BOILERBENCH_{key}", raising=False)
+
+
+def test_example_file_loads_and_names_the_sample_set() -> None:
+    config = load_config(EXAMPLE)
+    assert config.services == ["justext", "boilerpipe", "bte", "cetd", "density", "rss"]
+    assert config.options["justext"] == {"language": "English"}
+    (name, html, content, feeds), = config.dataset_folders()
+    assert name == "sample"
+    assert html.resolve() == (EXAMPLE.parent.parent / "sample" / "html").resolve()
+    assert len(list(html.iterdir())) == len(list(content.iterdir()))
+    assert feeds is not None
+    assert (feeds / "news-harbour-ferry.xml").is_file()
+
+
+def test_entries_several_per_line_json_with_semicolons_and_missing_final_semicolon() -> None:
+    text = (
+        "# a comment\n"
+        "services:justext,bte; concurrency:3;\n"
+        'service.justext.options:{"language": "Ger;man",\n  "x": [1, 2]};\n'
+        "service.bte.url:http://127.0.0.1:9/\n"  # no semicolon: the line end closes it
+        "timeout_s:2.5"
+    )
+    values = parse_config_text(text)
+    assert values["services"] == ["justext", "bte"]
+    assert values["options"] == {"justext": {"language": "Ger;man", "x": [1, 2]}}
+    assert values["urls"] == {"bte": "http://127.0.0.1:9/"}
+    config = load_config(file_values=values)
+    assert config.concurrency == 3
+    assert config.timeout_s == 2.5
+    assert config.urls == {"bte": "http://127.0.0.1:9"}
+
+
+def test_relative_paths_are_taken_from_the_file_folder(tmp_path: Path) -> None:
+    (tmp_path / "conf").mkdir()
+    file = tmp_path / "conf" / "config.txt"
+    file.write_text("html_folder:pages; content_folder:/abs/gold; output_folder:../out;")
+    values = read_config_file(file)
+    assert values["html_folder"] == tmp_path / "conf" / "pages"
+    assert values["content_folder"] == Path("/abs/gold")
+    assert load_config(file).store_path == tmp_path / "conf" / ".." / "out" / "boilerbench.sqlite"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("concurrenc:3;", "unknown key 'concurrenc' (did you mean 'concurrency'?)"),
+    ("mode:;", "key 'mode' has no value"),
+    ("just some words;", "'just some words' is not a key:value entry"),
+    ("services:a;\nservices:b;", "key 'services' is given twice (first on line 1)"),
+    ("service.nosuch.url:http://x;", "unknown service 'nosuch'"),
+    ("service.justext.colour:red;", "unknown key 'service.justext.colour'"),
+    ("service.justext.options:[1];", "must be a JSON object"),
+    ("service.justext.options:{bad json};", "the value is not JSON"),
+    ('service.justext.options:{"a": "b";', "unterminated JSON value"),
+])
+def test_file_errors_name_the_key_and_line(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config_text(text, source="my.txt")
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"concurrency": "many"}, "key 'concurrency': Input should be a valid integer"),
+    ({"concurrency": "0"}, "key 'concurrency'"),
+    ({"services": ["justext", "nosuch"]}, "unknown service 'nosuch'"),
+    ({"mode": "cloud"}, "key 'mode'"),
+    ({"urls": {"justext": "ftp://x"}}, "is not an http(s) URL"),
+])
+def test_validation_errors_name_the_key(values: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(file_values=values)
+    assert message in str(caught.value)
+
+
+def test_precedence_cli_over_environment_over_file(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    file = tmp_path / "config.txt"
+    file.write_text("concurrency:2; retries:1; timeout_s:5; services:justext;\n"
+                    "service.justext.url:http://file:1; service.bte.url:http://file:2;")
+    monkeypatch.setenv("BOILERBENCH_CONCURRENCY", "7")
+    monkeypatch.setenv("BOILERBENCH_RETRIES", "4")
+    monkeypatch.setenv("BOILERBENCH_SERVICES", "justext,bte")
+    monkeypatch.setenv("BOILERBENCH_URLS", '{"bte": "http://env:2"}')
+    config = load_config(file, cli={"retries": 9, "timeout_s": None,
+                                    "urls": {"cetd": "http://cli:3"}})
+    assert config.concurrency == 7  # environment over file
+    assert config.retries == 9  # CLI over environment
+    assert config.timeout_s == 5  # a flag not given (None) leaves the file's value
+    assert config.services == ["justext", "bte"]  # comma list from the environment
+    # per-service maps merge service by service
+    assert config.urls == {"justext": "http://file:1", "bte": "http://env:2",
+                           "cetd": "http://cli:3"}
+
+
+def test_defaults_without_any_source() -> None:
+    config = load_config()
+    assert config.mode == "local"
+    assert config.services == ["justext", "boilerpipe", "bte", "cetd", "density"]
+    assert config.store_path == Path("results") / "boilerbench.sqlite"
+    assert config.dataset_folders() == []
+
+
+def test_html_folder_without_content_folder_is_an_error() -> None:
+    config = load_config(file_values={"html_folder": Path("x")})
+    with pytest.raises(ConfigError, match="html_folder and content_folder"):
+        config.dataset_folders()

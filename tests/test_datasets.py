@@ -1,0 +1,256 @@
+"""Test sets: folder pairing, JSON pages, archives (bombs, traversal, links refused),
+and the Scrapinghub download against a local HTTP server."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gzip
+import http.server
+import io
+import json
+import tarfile
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from orchestrator.datasets import (
+    ArchiveError,
+    ArchiveLimits,
+    DatasetError,
+    DatasetIn,
+    datasets_from_archive,
+    download_scrapinghub,
+    open_dataset_dir,
+    pair_names,
+)
+from shared.tokens import tokenize
+
+SAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "sample"
+PAGE = b"<html><body><p>Hello world</p></body></html>"
+
+
+def test_sample_set_pairs_every_page_and_decodes_latin1() -> None:
+    dataset = open_dataset_dir(SAMPLE)
+    assert dataset.warnings == []
+    assert len(dataset.ids) == 13
+    assert dataset.has_feeds
+    cafe = dataset.page("latin1-cafe")
+    assert isinstance(cafe.html, bytes)  # raw bytes, ISO-8859-1
+    assert b"fa\xe7ade" in cafe.html
+    assert "façade a gardé" in cafe.html_text()
+    assert dataset.page("library-opening-hours").feed is not None
+    assert dataset.page("blog-sourdough").feed is None
+    for page in dataset.pages():  # each gold text is words of its own page
+        page_words = set(tokenize(page.html_text()))
+        gold = tokenize(page.gold)
+        assert gold
+        assert sum(word in page_words for word in gold) / len(gold) > 0.95, page.id
+
+
+def test_unpaired_files_are_listed_not_dropped_silently(tmp_path: Path) -> None:
+    for folder in ("html", "content", "feeds"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "html" / "a.html").write_bytes(PAGE)
+    (tmp_path / "html" / "only-html.html").write_bytes(PAGE)
+    (tmp_path / "html" / "notes.doc").write_bytes(b"x")
+    (tmp_path / "content" / "a.txt").write_text("Hello world")
+    (tmp_path / "content" / "only-gold.txt").write_text("gold")
+    (tmp_path / "feeds" / "orphan.xml").write_text("<rss/>")
+    dataset = open_dataset_dir(tmp_path, "mine")
+    assert dataset.ids == ["a"]
+    text = "\n".join(dataset.warnings)
+    assert "mine: html/only-html.html has no content/only-html.txt" in text
+    assert "mine: content/only-gold.txt has no html/only-gold.html" in text
+    assert "mine: html/notes.doc: not a .html/.htm file" in text
+    assert "mine: feeds/orphan.xml belongs to no test page" in text
+    assert dataset.page("a").gold == "Hello world"
+
+
+def test_pair_names_reports_duplicate_ids() -> None:
+    ids, warnings = pair_names(["x.html", "x.htm"], ["x.txt"])
+    assert ids == ["x"]
+    assert any("same id" in w for w in warnings)
+
+
+def test_missing_folder_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="does not exist"):
+        open_dataset_dir(tmp_path / "nothing")
+
+
+def test_json_pages() -> None:
+    body = {"name": "inline", "pages": [{"id": "p1", "html": "<p>x</p>", "gold": "x"},
+                                        {"id": "p2", "html": "<p>y</p>", "gold": "y",
+                                         "feed": "<rss/>"}]}
+    dataset = DatasetIn.model_validate(body).dataset()
+    assert dataset.ids == ["p1", "p2"]
+    assert dataset.has_feeds
+    assert dataset.page("p2").html_text() == "<p>y</p>"
+    with pytest.raises(ValidationError):
+        DatasetIn.model_validate({"pages": [{"id": "../x", "html": "", "gold": ""}]})
+    with pytest.raises(DatasetError, match="not unique"):
+        DatasetIn.model_validate({"pages": [{"id": "a", "html": "", "gold": ""}] * 2}).dataset()
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def _tar(members: list[tarfile.TarInfo | tuple[str, bytes]], mode: str = "w:gz") -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as archive:  # type: ignore[call-overload]
+        for member in members:
+            if isinstance(member, tarfile.TarInfo):
+                archive.addfile(member)
+            else:
+                info = tarfile.TarInfo(member[0])
+                info.size = len(member[1])
+                archive.addfile(info, io.BytesIO(member[1]))
+    return buffer.getvalue()
+
+
+def test_zip_archive_with_two_sets_and_stray_files() -> None:
+    data = _zip({"html/a.html": PAGE, "content/a.txt": b"Hello world",
+                 "content/b.txt": b"gold", "other/html/c.html": PAGE,
+                 "other/content/c.txt": b"c", "README": b"notes"})
+    first, second = datasets_from_archive(data, "upload")
+    assert (first.name, first.ids) == ("upload", ["a"])
+    assert (second.name, second.ids) == ("other", ["c"])
+    assert any("content/b.txt has no html/b.html" in w for w in first.warnings)
+    assert any("README" in w for w in first.warnings)
+    assert first.page("a").html_text() == PAGE.decode()
+
+
+def test_tar_archive_reads_pages_and_feeds() -> None:
+    data = _tar([("set/html/a.html", PAGE), ("set/content/a.txt", b"Hello"),
+                 ("set/feeds/a.xml", b"<rss/>")])
+    (dataset,) = datasets_from_archive(data)
+    assert dataset.name == "set"
+    assert dataset.page("a").feed == "<rss/>"
+
+
+@pytest.mark.parametrize("name", ["../evil/html/a.html", "/etc/html/a.html",
+                                  "set/../../html/a.html", "C:/x/html/a.html",
+                                  "set\\..\\html\\a.html"])
+def test_traversal_and_absolute_paths_are_refused(name: str) -> None:
+    with pytest.raises(ArchiveError, match="refused member"):
+        datasets_from_archive(_zip({name: PAGE, "content/a.txt": b"x"}))
+    with pytest.raises(ArchiveError, match="refused member"):
+        datasets_from_archive(_tar([(name, PAGE), ("content/a.txt", b"x")]))
+
+
+@pytest.mark.parametrize("kind", [tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE])
+def test_tar_links_and_devices_are_refused(kind: bytes) -> None:
+    link = tarfile.TarInfo("html/a.html")
+    link.type = kind
+    link.linkname = "/etc/passwd"
+    with pytest.raises(ArchiveError, match=r"link|not a regular file"):
+        datasets_from_archive(_tar([("content/a.txt", b"x"), link]))
+
+
+def test_zip_symlink_is_refused() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        info = zipfile.ZipInfo("html/a.html")
+        info.external_attr = (0o120777 << 16)  # S_IFLNK
+        archive.writestr(info, "/etc/passwd")
+        archive.writestr("content/a.txt", "x")
+    with pytest.raises(ArchiveError, match="symbolic link"):
+        datasets_from_archive(buffer.getvalue())
+
+
+def test_compression_bombs_and_limits_are_refused() -> None:
+    zeros = b"\0" * 5_000_000  # deflates about 1000:1
+    with pytest.raises(ArchiveError, match="compression ratio"):
+        datasets_from_archive(_zip({"html/a.html": zeros, "content/a.txt": b"x"}))
+    with pytest.raises(ArchiveError, match="compression ratio"):
+        datasets_from_archive(_tar([("html/a.html", zeros), ("content/a.txt", b"x")]))
+    small = ArchiveLimits(max_file_bytes=100)
+    with pytest.raises(ArchiveError, match="limit per file"):
+        datasets_from_archive(_zip({"html/a.html": bytes(range(256)) * 2,
+                                    "content/a.txt": b"x"}), limits=small)
+    many = {f"html/{i}.html": PAGE for i in range(30)}
+    with pytest.raises(ArchiveError, match="more than 20 files"):
+        datasets_from_archive(_zip(many), limits=ArchiveLimits(max_files=20))
+    big = _zip({f"html/{i}.html": PAGE * 50 for i in range(30)})  # 66 kB in, a few kB packed
+    with pytest.raises(ArchiveError, match="unpacks to more than 20000"):
+        datasets_from_archive(big, limits=ArchiveLimits(max_total_bytes=20_000))
+
+
+def test_not_an_archive() -> None:
+    with pytest.raises(ArchiveError, match="not a readable tar archive"):
+        datasets_from_archive(b"just text, no archive at all")
+    with pytest.raises(DatasetError, match="no folder with html/ and content/"):
+        datasets_from_archive(_zip({"a.txt": b"x"}))
+
+
+@pytest.fixture
+def fake_upstream(tmp_path: Path) -> Iterator[str]:
+    """A local HTTP server with the upstream layout: ground-truth.json, html/<id>.html.gz."""
+    root = tmp_path / "upstream"
+    (root / "html").mkdir(parents=True)
+    truth = {
+        "aa11": {"articleBody": "First article body.", "url": "https://example.org/1"},
+        "bb22": {"articleBody": "Zweiter Artikel über Käse.", "url": "https://example.org/2"},
+    }
+    (root / "ground-truth.json").write_text(json.dumps(truth), encoding="utf-8")
+    for page_id in truth:
+        (root / "html" / f"{page_id}.html.gz").write_bytes(
+            gzip.compress(f"<html><body><p>{page_id} page</p></body></html>".encode()))
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_download_scrapinghub_from_a_local_server(fake_upstream: str, tmp_path: Path) -> None:
+    target = tmp_path / "scrapinghub"
+    seen: list[tuple[int, int]] = []
+    count = asyncio.run(download_scrapinghub(target, fake_upstream,
+                                             progress=lambda d, t: seen.append((d, t))))
+    assert count == 2
+    assert seen[-1] == (2, 2)
+    dataset = open_dataset_dir(target)
+    assert dataset.ids == ["aa11", "bb22"]
+    assert dataset.warnings == []
+    assert dataset.page("bb22").gold == "Zweiter Artikel über Käse."
+    assert dataset.page("aa11").html_text() == "<html><body><p>aa11 page</p></body></html>"
+    index = (target / "index.tsv").read_text().splitlines()
+    size = len("<html><body><p>aa11 page</p></body></html>")
+    assert index[1] == f"aa11\thttps://example.org/1\t{size}\t3"
+
+
+def test_download_reports_missing_files(fake_upstream: str, tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="HTTP 404"):
+        asyncio.run(download_scrapinghub(tmp_path / "x", fake_upstream + "/nothing-here"))
+
+
+def test_cli_download(fake_upstream: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    result = CliRunner().invoke(app, ["datasets", "download", "scrapinghub", "--to",
+                                      str(tmp_path / "sh"), "--source-url", fake_upstream])
+    assert result.exit_code == 0, result.output
+    assert "2 pages in" in result.output
+    assert sorted(p.name for p in (tmp_path / "sh" / "content").iterdir()) == [
+        "aa11.txt", "bb22.txt"]

@@ -1,0 +1,114 @@
+"""The SQLite store: one transaction per page result, no duplicates, resume after a kill."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.datasets import Page
+from orchestrator.models import Counts, PageResult, PageScores, RunInfo
+from orchestrator.store import Store
+
+
+def _result(page_id: str, service: str = "justext", status: str = "ok") -> PageResult:
+    counts = Counts(tp=3, fp=1, fn=2, tn=10)
+    return PageResult(run_id="r1", dataset="d", page_id=page_id, service=service,
+                      status=status, text="some text",
+                      scores=PageScores(word=counts, word_bag=counts))
+
+
+def _new(path: Path) -> Store:
+    store = Store(path)
+    store.create_run(RunInfo(id="r1", datasets=["d"], services=["justext", "bte"]),
+                     {"total": 4}, ["d: html/x.html has no content/x.txt"],
+                     [Page("d", "p1", b"<p>a</p>", "a"),
+                      Page("d", "p2", "<p>b</p>", "b", "<rss/>")])
+    return store
+
+
+def test_results_round_trip_and_are_never_recorded_twice(tmp_path: Path) -> None:
+    store = _new(tmp_path / "s.sqlite")
+    assert store.add_result(_result("p1"))
+    assert not store.add_result(_result("p1").model_copy(update={"text": "changed"}))
+    assert store.add_result(_result("p1", "bte", "error"))
+    (first, second) = store.results("r1")
+    assert first.service == "bte"
+    assert first.status == "error"
+    assert second.text == "some text"
+    assert second.scores is not None
+    assert second.scores.word.tp == 3
+    assert store.done_keys("r1") == {("d", "p1", "justext"), ("d", "p1", "bte")}
+    assert store.counts("r1") == {"ok": 1, "error": 1, "skipped": 0, "done": 2, "total": 4}
+    assert store.service_counts("r1")["bte"] == {"ok": 0, "error": 1, "skipped": 0}
+
+
+def test_inputs_and_run_state_survive_reopening(tmp_path: Path) -> None:
+    store = _new(tmp_path / "s.sqlite")
+    store.add_result(_result("p1"))
+    store.set_status("r1", "running")
+    store.add_warnings("r1", ["d/p9: the page is not HTML"])
+    store.close()
+    again = Store(tmp_path / "s.sqlite")
+    info = again.run("r1")
+    assert info is not None
+    assert info.status == "running"
+    assert info.counts["done"] == 1
+    assert [r.id for r in again.unfinished_runs()] == ["r1"]
+    pages = again.inputs("r1")["d"]
+    assert [(p.id, p.html, p.feed) for p in pages] == [("p1", b"<p>a</p>", None),
+                                                       ("p2", b"<p>b</p>", "<rss/>")]
+    assert again.details("r1")["warnings"] == ["d: html/x.html has no content/x.txt",
+                                               "d/p9: the page is not HTML"]
+    again.set_status("r1", "finished")
+    assert again.unfinished_runs() == []
+    assert again.run("nope") is None
+
+
+def test_a_failed_transaction_leaves_nothing_behind(tmp_path: Path) -> None:
+    store = _new(tmp_path / "s.sqlite")
+    row = "INSERT INTO page_results VALUES ('r1','d','p1','bte','ok','{}','now')"
+
+    def two_inserts() -> None:
+        with store._transaction() as db:
+            db.execute(row)
+            db.execute(row)
+
+    with pytest.raises(sqlite3.IntegrityError):
+        two_inserts()
+    assert store.done_keys("r1") == set()
+    with pytest.raises(sqlite3.IntegrityError):  # a duplicate run id: no partial inputs
+        store.create_run(RunInfo(id="r1"), {}, [], [Page("d", "p9", b"x", "x")])
+    assert "p9" not in [p.id for p in store.inputs("r1")["d"]]
+
+
+_WRITER = """
+import os, sys
+from orchestrator.store import Store
+from orchestrator.models import PageResult
+store = Store(sys.argv[1])
+for i in range(10_000):
+    store.add_result(PageResult(run_id="r1", dataset="d", page_id=f"p{i}", service="justext",
+                                status="ok", text="x" * 2000))
+    if i == 50:
+        print("ready", flush=True)
+"""
+
+
+def test_killed_writer_leaves_only_whole_rows(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    _new(path).close()
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)],
+                              stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parent.parent)
+    assert writer.stdout is not None
+    assert writer.stdout.readline().strip() == b"ready"
+    writer.kill()  # SIGKILL in the middle of the writes
+    writer.wait()
+    store = Store(path)
+    results = store.results("r1")
+    assert len(results) >= 51
+    assert all(r.text == "x" * 2000 for r in results)  # every row parses and is whole
+    assert store.counts("r1")["done"] == len(results)
