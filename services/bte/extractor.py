@@ -1,0 +1,214 @@
+"""Body Text Extraction (Finn, Kushmerick, Smyth 2001) as a pure extractor.
+
+The page is a sequence of tokens, B_n = 1 for a tag and B_n = 0 for a word. BTE
+chooses the window i..j maximising
+
+    T(i, j) = sum_{n<i} B_n + sum_{i<=n<=j} (1 - B_n) + sum_{n>j} B_n.
+
+Writing the tags outside the window as (all tags) - (tags inside) gives
+
+    T(i, j) = N_tags + sum_{i<=n<=j} (1 - 2 B_n),
+
+so with a gain of +1 per word and -1 per tag the best window is the maximum-sum
+subarray of the gains (N_tags is a constant): Kadane's algorithm finds it exactly in
+one linear pass. An optimal window never starts or ends on a tag when the page has a
+word (dropping the tag raises the sum), nor inside a run of words (extending to the
+whole run raises it), so the extractor runs Kadane over runs (a text piece of k words
+gains +k, m consecutive tags gain -m) with the same optimum and the same tie-break.
+
+Tokens come from one walk over the tree of shared.html.parse_html: every element
+gives its start tag and, unless it is void (br, img, ...), its end tag; words are
+the whitespace-separated pieces of visible text, except that in scripts written
+without spaces (Chinese, Japanese kana and kanji) each character is a word, as
+otherwise a whole paragraph would weigh as little as one tag. Comments never count
+(the shared parser drops them). Text inside invisible elements (script, style, ...)
+is never words; whether such elements count as tags is the `invisible_tags` option.
+By default every tag counts, as in the paper's source-level token stream.
+
+Blocks are the page's visible text between block-level boundaries (cut as
+shared.html.text_blocks cuts them, in the same walk, so each knows its word runs).
+A block is content when at least `min_inside` (default: half) of its words lie in
+the window; the window is contiguous, so only the blocks at its two ends can be
+partial.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import version
+
+from lxml import etree
+from pydantic import Field
+
+from shared.contract import Algorithm, Block, Extraction, Options
+from shared.html import BLOCK_LEVEL, INVISIBLE, parse_html, tag_name
+
+# Elements without an end tag in HTML source: they are one tag token, not two.
+VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
+                  "param", "source", "track", "wbr", "keygen", "frame", "basefont", "isindex"})
+# Text-level formatting elements, counted as tags only when `inline_tags` is on.
+INLINE_FORMATTING = frozenset({"b", "i", "u", "s", "em", "strong", "span", "font", "small", "big",
+                               "sub", "sup", "abbr", "acronym", "cite", "code", "dfn", "kbd",
+                               "mark", "q", "samp", "strike", "tt", "var", "time", "bdi", "bdo",
+                               "ins", "del", "nobr"})
+# A word: one character of a script written without spaces, or a run of other non-space.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+_WORD = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
+
+
+def count_words(text: str) -> int:
+    """BTE's words in a text piece (whitespace-separated; CJK characters one by one)."""
+    return len(text.split()) if text.isascii() else len(_WORD.findall(text))
+
+
+class BteOptions(Options):
+    end_tags: bool = Field(
+        True, description="Count end tags as tag tokens, as they appear in the HTML source "
+        "(void elements such as <br> and <img> are always one token).")
+    invisible_tags: bool = Field(
+        True, description="Count invisible elements (script, style, iframe, ...) as tag tokens; "
+        "their text is never words either way.")
+    inline_tags: bool = Field(
+        True, description="Count text-level formatting elements (b, i, em, strong, span, font, "
+        "...) as tags. Off, only structural tags and links break up the body text.")
+    min_inside: float = Field(
+        0.5, gt=0, le=1, description="A block is content when at least this fraction of its "
+        "words lies inside the window (only the two blocks at the window's edges can be "
+        "partial).")
+
+
+def best_window(gains: Sequence[int]) -> tuple[int, int, int]:
+    """The non-empty window i..j with the largest sum of `gains`, and that sum.
+
+    Kadane's algorithm: O(n), exact. Among optimal windows it returns the one with
+    the smallest j and, for that j, the smallest i (a running sum of exactly zero is
+    kept, not restarted). An empty sequence gives (0, -1, 0).
+    """
+    if not gains:
+        return 0, -1, 0
+    best_i = best_j = 0
+    best = gains[0]
+    start, running = 0, 0
+    for n, gain in enumerate(gains):
+        if running < 0:
+            start, running = n, 0
+        running += gain
+        if running > best:
+            best, best_i, best_j = running, start, n
+    return best_i, best_j, best
+
+
+@dataclass
+class _Block:
+    """A text block being collected: its container, text pieces and word runs."""
+
+    container: etree._Element
+    parts: list[str] = field(default_factory=list)
+    runs: list[tuple[int, int]] = field(default_factory=list)  # (index in gains, words)
+
+
+def _kind(name: str, options: BteOptions) -> tuple[int, int, bool, bool]:
+    """Per element name: tag tokens at its start and at its end, block-level, invisible."""
+    if name in INVISIBLE:  # the whole element is one or two tag tokens, at its start
+        cost = 0 if not options.invisible_tags else 1 if name in VOID or not options.end_tags \
+            else 2
+        return cost, 0, False, True
+    counted = options.inline_tags or name not in INLINE_FORMATTING
+    return (int(counted), int(counted and options.end_tags and name not in VOID),
+            name in BLOCK_LEVEL, False)
+
+
+def tokenize_page(root: etree._Element, options: BteOptions) -> tuple[list[int], list[_Block]]:
+    """One walk over the tree: the run-length gains (+k for k words, -m for m tags) and
+    the page's text blocks (cut at block-level elements, as shared.html.text_blocks)."""
+    gains: list[int] = [0]  # a leading 0 (no tokens) keeps the loop free of emptiness tests
+    blocks: list[_Block] = []
+    containers: list[etree._Element] = [root]
+    current = _Block(root)
+    kinds: dict[str, tuple[int, int, bool, bool]] = {}
+
+    def text(piece: str) -> None:
+        current.parts.append(piece)
+        words = count_words(piece)
+        if words:
+            current.runs.append((len(gains) - 1, words))
+            gains.append(words)
+
+    walker = etree.iterwalk(root, events=("start", "end"))
+    next(walker)  # the root <html>: one tag, the container of text outside <body>
+    gains.append(-1)
+    if root.text:
+        text(root.text)
+    for event, element in walker:
+        tag = element.tag
+        if not isinstance(tag, str):  # comments, PIs (the shared parser drops them anyway)
+            if event == "end" and element.tail:
+                text(element.tail)
+            continue
+        kind = kinds.get(tag)
+        if kind is None:
+            kind = kinds[tag] = _kind(tag_name(element), options)
+        start = event == "start"
+        cost = kind[0] if start else kind[1]
+        if cost:
+            if gains[-1] < 0:
+                gains[-1] -= cost
+            else:
+                gains.append(-cost)
+        if kind[3]:  # invisible: no text inside; its end event still comes, for the tail
+            if start:
+                walker.skip_subtree()
+                continue
+        elif kind[2] and element is not root:
+            if current.runs:
+                blocks.append(current)
+            if start:
+                containers.append(element)
+            else:
+                containers.pop()
+            current = _Block(containers[-1])
+        piece = element.text if start else element.tail
+        if piece:
+            text(piece)
+    if current.runs:
+        blocks.append(current)
+    del gains[0]
+    return gains, blocks
+
+
+def extract(html: str, options: BteOptions, url: str | None = None) -> Extraction:
+    root = parse_html(html)
+    gains, page_blocks = tokenize_page(root, options)
+    first, last, _ = best_window(gains)
+    tree = root.getroottree()
+    blocks: list[Block] = []
+    for block in page_blocks:
+        text = " ".join("".join(block.parts).split())  # as shared.html.normalize_space
+        if not text:
+            continue
+        total = sum(words for _, words in block.runs)
+        inside = sum(words for run, words in block.runs if first <= run <= last)
+        share = inside / total
+        blocks.append(Block(
+            text=text,
+            is_content=share >= options.min_inside,
+            score=round(share, 4),
+            path=tree.getpath(block.container),
+            label="inside" if share == 1 else "outside" if share == 0 else "partial",
+        ))
+    return Extraction(blocks)
+
+
+ALGORITHM = Algorithm(
+    name="bte",
+    version=version("boilerbench"),
+    description="Body Text Extraction: the page as a tag/word token sequence; the window "
+    "maximising tags outside plus words inside (found exactly, in linear time) is the body. "
+    "Block score: the share of the block's words inside the window.",
+    reference="Finn, A., Kushmerick, N., Smyth, B. Fact or fiction: Content classification for "
+    "digital libraries (DELOS Workshop, 2001), section 'Body Text Extraction'",
+    options_model=BteOptions,
+    extract=extract,
+)

@@ -1,0 +1,190 @@
+"""CETD: the figures of a small page worked out by hand, ExtractContent, real pages."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from services.cetd.extractor import (
+    ALGORITHM,
+    CetdOptions,
+    composite_text_density,
+    find_body,
+    mark_content,
+    measure_tree,
+    text_density,
+)
+from shared.decoding import decode_html
+from shared.html import parse_html, tag_name, visible_text
+from shared.tokens import tokenize
+
+# Characters are non-whitespace characters, tags the elements below a node.
+SMALL = ("<html><body>"
+         "<div id='nav'><a href='/'>Home</a> <a href='/n'>News</a></div>"
+         "<div id='main'><p>Alpha beta gamma.</p><p>Delta <a href='/x'>link</a> epsilon.</p></div>"
+         "</body></html>")
+# Document order: 0 html, 1 body, 2 div#nav, 3 a, 4 a, 5 div#main, 6 p, 7 p, 8 a.
+#   a Home / a News / a link: C = 4, T = 0, LC = 4, LT = 0
+#   div#nav: C = 4 + 4 = 8 (the space between the links has no characters),
+#            T = 2, LC = 8, LT = 2
+#   p 1: "Alpha beta gamma." C = 5 + 4 + 6 = 15, T = 0, LC = 0, LT = 0
+#   p 2: "Delta" 5 + "link" 4 + "epsilon." 8: C = 17, T = 1, LC = 4, LT = 1
+#   div#main: C = 15 + 17 = 32, T = p + p + a = 3, LC = 4, LT = 1
+#   body: C = 8 + 32 = 40, T = (1 + 2) + (1 + 3) = 7, LC = 8 + 4 = 12, LT = 2 + 1 = 3
+#   html: C = 40, T = 8, LC = 12, LT = 3
+FIGURES = {  # index: (C, T, LC, LT)
+    0: (40, 8, 12, 3), 1: (40, 7, 12, 3), 2: (8, 2, 8, 2), 3: (4, 0, 4, 0), 4: (4, 0, 4, 0),
+    5: (32, 3, 4, 1), 6: (15, 0, 0, 0), 7: (17, 1, 4, 1), 8: (4, 0, 4, 0),
+}
+RATIO = 12 / 40  # LC_b / C_b = 0.3
+
+
+def test_small_page_counts() -> None:
+    nodes = measure_tree(parse_html(SMALL), CetdOptions()).nodes
+    assert [tag_name(n.element) for n in nodes] == [
+        "html", "body", "div", "a", "a", "div", "p", "p", "a"]
+    assert {i: (n.chars, n.tags, n.link_chars, n.link_tags) for i, n in enumerate(nodes)} == FIGURES
+    assert find_body(nodes) == 1
+
+
+def test_small_page_text_density() -> None:
+    nodes = measure_tree(parse_html(SMALL), CetdOptions(measure="td")).nodes
+    # TD = C / T, T = 0 taken as 1: nav 8/2 = 4, each link 4, p1 15, p2 17, main 32/3,
+    # body 40/7 = 5.714, html 40/8 = 5.
+    expected = [5.0, 40 / 7, 4.0, 4.0, 4.0, 32 / 3, 15.0, 17.0, 4.0]
+    assert [n.density for n in nodes] == pytest.approx(expected)
+    # DensitySum: the children's TD plus the node's own text pieces (C each as a leaf):
+    # nav 4 + 4 = 8; main 15 + 17 = 32; body 4 + 32/3 = 14.667; p1 its text 15;
+    # p2 "Delta" 5 + link 4 + "epsilon." 8 = 17; html TD(body) = 5.714; links 4.
+    sums = [40 / 7, 4 + 32 / 3, 8.0, 4.0, 4.0, 32.0, 15.0, 17.0, 4.0]
+    assert [n.density_sum for n in nodes] == pytest.approx(sums)
+    assert nodes[1].best == 5  # div#main has the largest DensitySum under body
+
+
+def test_small_page_composite_text_density() -> None:
+    nodes = measure_tree(parse_html(SMALL), CetdOptions(measure="ctd")).nodes
+    ln = math.log
+    # CTD = C/T * ln(C*T / (LC*LT)) / ln(ln(C/nonLC * LC + LC_b/C_b * C + e)),
+    # T, LC, LT, nonLC of 0 taken as 1.
+    # Links and nav: C*T = LC*LT, so ln(1) = 0 and CTD = 0.
+    # p1: 15 * ln 15 / ln ln(15/15 * 1 + 0.3*15 + e) = 40.621 / ln(2.1064) = 54.53
+    p1 = 15 * ln(15) / ln(ln(1 + 4.5 + math.e))
+    # p2: 17 * ln(17/4) / ln ln(17/13 * 4 + 5.1 + e) = 24.598 / ln(2.5687) = 26.07
+    p2 = 17 * ln(17 / 4) / ln(ln(17 / 13 * 4 + 5.1 + math.e))
+    # main: 32/3 * ln(32*3 / 4) / ln ln(32/28 * 4 + 9.6 + e) = 33.899 / ln(2.8267) = 32.62
+    main = 32 / 3 * ln(24) / ln(ln(32 / 28 * 4 + 9.6 + math.e))
+    # body: 40/7 * ln(280/36) / ln ln(40/28 * 12 + 12 + e) = 11.722 / ln(3.4614) = 9.44
+    body = 40 / 7 * ln(280 / 36) / ln(ln(40 / 28 * 12 + 12 + math.e))
+    assert (p1, p2, main, body) == pytest.approx((54.53, 26.07, 32.62, 9.44), abs=0.01)
+    assert nodes[6].density == pytest.approx(p1)
+    assert nodes[7].density == pytest.approx(p2)
+    assert nodes[5].density == pytest.approx(main)
+    assert nodes[1].density == pytest.approx(body)
+    assert [nodes[i].density for i in (2, 3, 4, 8)] == [0.0, 0.0, 0.0, 0.0]
+    # DensitySum of main = CTD(p1) + CTD(p2) = 80.60; of p2 its texts "Delta" (C = 5) and
+    # "epsilon." (C = 8) as leaves, plus its link's 0:
+    # 5 ln 5 / ln ln(1 + 1.5 + e) + 8 ln 8 / ln ln(1 + 2.4 + e) = 16.03 + 28.00
+    assert nodes[5].density_sum == pytest.approx(80.60, abs=0.01)
+    assert nodes[7].density_sum == pytest.approx(16.03 + 28.00, abs=0.01)
+    assert nodes[1].density_sum == pytest.approx(main)  # nav 0 + main
+    assert nodes[1].best == 5
+
+
+def test_composite_text_density_guards() -> None:
+    assert composite_text_density(0, 5, 0, 0, 0.5) == 0.0  # no characters: no density
+    assert text_density(0, 0) == 0.0
+    assert text_density(7, 0) == 7.0  # a leaf: T counted as 1
+    # A node of link text only: C*T = LC*LT, density 0, never negative or a division by 0.
+    assert composite_text_density(9, 0, 9, 0, 1.0) == 0.0
+    # No links at all: LC and LT taken as 1, nonLC = C.
+    assert composite_text_density(10, 2, 0, 0, 0.0) == pytest.approx(
+        5 * math.log(20) / math.log(math.log(1 + math.e)))
+
+
+def test_small_page_content() -> None:
+    for measure in ("td", "ctd"):
+        for threshold in ("body", "path"):
+            reply = ALGORITHM.run(SMALL, {"measure": measure, "threshold": threshold})
+            assert [(b.text, b.is_content) for b in reply.blocks] == [
+                ("Home News", False), ("Alpha beta gamma.", True), ("Delta link epsilon.", True)]
+    blocks = ALGORITHM.run(SMALL, {"measure": "td"}).blocks
+    assert [b.path for b in blocks] == ["/html/body/div[1]", "/html/body/div[2]/p[1]",
+                                        "/html/body/div[2]/p[2]"]
+    assert [b.score for b in blocks] == [4.0, 15.0, 17.0]  # the container's density
+
+
+LONG = "This paragraph carries the story and is long enough to matter here."
+MENU = "".join(f"<li><a href='/m{n}'>Menu {n}</a></li>" for n in range(6))
+
+
+def test_extract_content_visits_children_over_the_threshold() -> None:
+    """Below body, ExtractContent marks the best node of every subtree whose density
+    reaches the threshold, not only the largest-DensitySum subtree."""
+    page = ("<html><body><div id='story'>" + f"<p>{LONG}</p>" * 3 + "</div>"
+            f"<ul>{MENU}</ul><div id='note'><p>A short aside note kept.</p></div></body></html>")
+    for measure in ("td", "ctd"):
+        page_stats = measure_tree(parse_html(page), CetdOptions(measure=measure))
+        nodes = page_stats.nodes
+        content, threshold = mark_content(nodes, CetdOptions(measure=measure))
+        assert threshold == nodes[1].density
+        story, menu, note = nodes[1].children
+        assert nodes[1].best == story
+        assert nodes[note].density >= threshold > nodes[menu].density
+        assert content[story]
+        assert content[note]
+        assert not content[menu]
+        texts = [(b.text, b.is_content) for b in ALGORITHM.run(page, {"measure": measure}).blocks]
+        assert texts == [*[(LONG, True)] * 3, *[(f"Menu {n}", False) for n in range(6)],
+                         ("A short aside note kept.", True)]
+
+
+def test_hidden_elements_are_left_out() -> None:
+    page = ("<html><body><div style='display: none'><p>" + "hidden words " * 50
+            + "</p></div><div><p>Visible words that make the story.</p></div></body></html>")
+    shown = ALGORITHM.run(page)
+    assert shown.text == "Visible words that make the story."
+    assert all("hidden" not in b.text for b in shown.blocks)
+    # Without the option the hidden block is counted like any other (and wins).
+    assert "hidden words" in ALGORITHM.run(page, {"drop_hidden": False}).text
+
+
+def test_odd_pages_do_not_raise() -> None:
+    for html in ("", "   ", "<html></html>", "<p>only words here</p>", "<br><br><hr>",
+                 "<a href='/'>only a link</a>", "<frameset><frame src='x'></frameset>",
+                 "\x00\x01<p>ctrl</p>", "<?xml version='1.0' encoding='bogus'?><p>x</p>"):
+        reply = ALGORITHM.run(html)
+        assert all(b.text for b in reply.blocks)
+    assert ALGORITHM.run("<p>only words here</p>").text == "only words here"
+
+
+def bag_f1(extracted: str, gold: str) -> float:
+    e, g = Counter(tokenize(extracted)), Counter(tokenize(gold))
+    tp = sum((e & g).values())
+    return 0.0 if tp == 0 else 2 * tp / (sum(e.values()) + sum(g.values()))
+
+
+def sample(dataset: Path, count: int) -> list[tuple[str, str]]:
+    pages = sorted((dataset / "html").glob("*.html"))[:count]
+    return [(decode_html(p.read_bytes()),
+             (dataset / "content" / f"{p.stem}.txt").read_text(encoding="utf-8"))
+            for p in pages]
+
+
+def test_beats_visible_text_on_scrapinghub_sample(scrapinghub: Path) -> None:
+    pages = sample(scrapinghub, 40)
+    ours = [bag_f1(ALGORITHM.run(html).text, gold) for html, gold in pages]
+    baseline = [bag_f1(visible_text(parse_html(html)), gold) for html, gold in pages]
+    assert sum(ours) / len(ours) > sum(baseline) / len(baseline) + 0.1
+
+
+def test_path_threshold_keeps_a_superset(scrapinghub: Path) -> None:
+    """The path threshold is never above body's, so ExtractContent keeps at least as much."""
+    for html, _ in sample(scrapinghub, 15):
+        nodes = measure_tree(parse_html(html), CetdOptions()).nodes
+        by_body, body_threshold = mark_content(nodes, CetdOptions(threshold="body"))
+        by_path, path_threshold = mark_content(nodes, CetdOptions(threshold="path"))
+        assert path_threshold <= body_threshold
+        assert all(p for b, p in zip(by_body, by_path, strict=True) if b)
