@@ -1,0 +1,118 @@
+"""Peer parity: trafilatura through our service's extractor vs trafilatura called directly.
+
+    python benchmarks/peer_parity.py [--datasets scrapinghub,cleaneval] [--limit N] [--jobs 2]
+
+For every page of each dataset it runs trafilatura.extract directly on the decoded
+page text and our services/trafilatura extractor with the same options, and prints
+the mean bag-of-words F1 of both against the gold text (shared.tokens.tokenize on
+both sides) and their difference, which must stay within 0.01; readability and
+resiliparse through our extractors, and trafilatura with our shared parser
+(option shared_parser), are printed beside them for reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from shared.datasets import dataset_dir
+from shared.decoding import NotHTMLError, decode_html
+from shared.tokens import tokenize
+
+COLUMNS = ("trafilatura", "trafilatura_direct", "trafilatura_shared_parser", "readability",
+           "resiliparse")
+
+
+def word_f1(extracted: str, gold: str) -> float:
+    """Bag-of-words F1 of two texts (1.0 when both are empty)."""
+    got, want = Counter(tokenize(extracted)), Counter(tokenize(gold))
+    if not got and not want:
+        return 1.0
+    overlap = sum((got & want).values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / sum(got.values()), overlap / sum(want.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+def trafilatura_direct(html: str) -> str:
+    """trafilatura.extract itself on the decoded page text, with our service's default
+    options spelled out (they are the library's own defaults)."""
+    import trafilatura
+
+    from services.trafilatura.extractor import TrafilaturaOptions
+
+    options = TrafilaturaOptions()
+    return trafilatura.extract(
+        html, fast=options.fast, favor_precision=options.favor_precision,
+        favor_recall=options.favor_recall, include_comments=options.include_comments,
+        include_tables=options.include_tables, target_language=options.target_language,
+        deduplicate=options.deduplicate, prune_xpath=options.prune_xpath,
+    ) or ""
+
+
+def score_page(html_path: Path, gold_path: Path) -> dict[str, float] | None:
+    """F1 of every column on one page (None for a page that is not HTML)."""
+    from services.readability.extractor import ALGORITHM as READABILITY
+    from services.resiliparse.extractor import ALGORITHM as RESILIPARSE
+    from services.trafilatura.extractor import ALGORITHM as TRAFILATURA
+
+    try:
+        html = decode_html(html_path.read_bytes())
+    except NotHTMLError:
+        return None
+    gold = gold_path.read_text(encoding="utf-8")
+    texts = {
+        "trafilatura": TRAFILATURA.run(html).text,
+        "trafilatura_direct": trafilatura_direct(html),
+        "trafilatura_shared_parser": TRAFILATURA.run(html, {"shared_parser": True}).text,
+        "readability": READABILITY.run(html).text,
+        "resiliparse": RESILIPARSE.run(html).text,
+    }
+    return {name: word_f1(text, gold) for name, text in texts.items()}
+
+
+def pages(root: Path, limit: int | None) -> list[tuple[Path, Path]]:
+    pairs = [(html, root / "content" / f"{html.stem}.txt")
+             for html in sorted((root / "html").glob("*.html"))]
+    pairs = [(h, g) for h, g in pairs if g.exists()]
+    return pairs[:limit] if limit else pairs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--datasets", default="scrapinghub,cleaneval")
+    parser.add_argument("--limit", type=int, default=None, help="first N pages per dataset")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    worst = 0.0
+    print("| dataset | pages | " + " | ".join(COLUMNS) + " | traf. diff |")
+    print("|---" * (len(COLUMNS) + 3) + "|")
+    for name in args.datasets.split(","):
+        root = dataset_dir(name)
+        if root is None:
+            print(f"| {name} | dataset not found |")
+            continue
+        todo = pages(root, args.limit)
+        with ProcessPoolExecutor(args.jobs) as pool:
+            results = [r for r in pool.map(score_page, *zip(*todo, strict=True), chunksize=4)
+                       if r is not None]
+        means = {c: statistics.fmean(r[c] for r in results) for c in COLUMNS}
+        diff = means["trafilatura"] - means["trafilatura_direct"]
+        worst = max(worst, abs(diff))
+        print(f"| {name} | {len(results)} | "
+              + " | ".join(f"{means[c]:.4f}" for c in COLUMNS) + f" | {diff:+.4f} |")
+    print(f"\nlargest |trafilatura - trafilatura_direct|: {worst:.4f} "
+          f"({'within' if worst <= 0.01 else 'OUTSIDE'} 0.01)")
+    return 0 if worst <= 0.01 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
