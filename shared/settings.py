@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -19,3 +19,9 @@ class ServiceSettings(BaseSettings):
     fetch_allow_list: list[str] = Field(
         default_factory=list, description="Host names the service may fetch from."
     )
+
+    @field_validator("token")
+    @classmethod
+    def _empty_token_means_none(cls, value: str | None) -> str | None:
+        """BOILERBENCH_TOKEN= (set but empty, as compose files often leave it) disables auth."""
+        return value or None
