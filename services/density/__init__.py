@@ -1,0 +1,1 @@
+"""Line text density service (seeds 003 and 000)."""

@@ -1,0 +1,79 @@
+"""Line text density (seed 003) with four thresholds: fixed, mean, Gaussian (seed 000), learned.
+
+The page is rendered to lines as a text-mode browser would (services/density/lines.py);
+a line's density is its text length over the HTML characters it took. Content
+lines are those whose density reaches the threshold; the `learned` mode instead
+asks a classifier trained on gold text (`boilerbench train density`) about the
+line and its two neighbours. Lines are the blocks; their score is the density,
+or the classifier's smoothed probability in the `learned` mode.
+
+`learned` is the default because it scores best: mean bag-of-words word F1 on
+scrapinghub / cleaneval is 0.930 / 0.930 for `learned` (0.903 / 0.924 cross-validated,
+see the model file's metadata), against 0.802 / 0.897 for `fixed` at 0.5, 0.773 / 0.916
+for `mean` and 0.786 / 0.915 for `gaussian`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from services.density.lines import render_lines
+from services.density.model import default_model, line_features
+from services.density.thresholds import gaussian_threshold, mean_threshold
+from shared.contract import Algorithm, Block, Extraction, Options
+
+VERSION = "1.0.0"
+Threshold = Literal["fixed", "mean", "gaussian", "learned"]
+
+
+class DensityOptions(Options):
+    threshold: Threshold = Field(
+        "learned",
+        description="fixed: density >= value; mean: the page's mean density; gaussian: the "
+        "optimal threshold between two normal classes (seed 000) fitted on the page; learned: "
+        "the trained classifier on the line and its neighbours (the best-scoring mode, default).",
+    )
+    value: float = Field(0.5, ge=0.0, le=1.0, description="The density threshold of `fixed`.")
+
+
+def extract(html: str, options: DensityOptions, url: str | None = None) -> Extraction:
+    lines = render_lines(html)
+    density = np.array([line.density for line in lines], dtype=np.float64)
+    if options.threshold == "learned":
+        scores, keep = default_model().decide(line_features(lines))
+    else:
+        if options.threshold == "fixed":
+            threshold = options.value
+        elif options.threshold == "mean":
+            threshold = mean_threshold(density)
+        else:
+            threshold = gaussian_threshold(density)
+        scores = density
+        keep = density >= threshold
+    blocks = [
+        Block(text=line.text, is_content=bool(k), score=round(float(s), 4))
+        for line, k, s in zip(lines, keep, scores.tolist(), strict=True)
+    ]
+    return Extraction(blocks)
+
+
+def _warm_up() -> None:
+    """Load the model file before the worker is marked ready."""
+    default_model()
+
+
+ALGORITHM = Algorithm(
+    name="density",
+    version=VERSION,
+    description="Line text density: the page rendered to lines, each line's text length over "
+    "the HTML it took; content lines pass a fixed, mean, Gaussian-optimal (seed 000) or learned "
+    "threshold. Block score: density (learned: the classifier's probability).",
+    reference="Champandard, A. J. The Easy Way to Extract Useful Text from Arbitrary HTML "
+    "(ai-depot.com, 2007), with C. Wenenr's Gaussian optimal threshold from its comments",
+    options_model=DensityOptions,
+    extract=extract,
+    warm_up=_warm_up,
+)

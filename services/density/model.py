@@ -1,0 +1,151 @@
+"""The learned threshold's features and its model file, evaluated in plain numpy.
+
+Seed 003 feeds a neural network the density, HTML bytes and text length of a
+line and of its previous and next lines (9 inputs). Byte and length counts are
+log-scaled (log1p) because they span five orders of magnitude; a missing
+neighbour (first or last line) is all zeros.
+
+A model file is JSON (loads without executing code): `kind` is `mlp` (dense
+layers, tanh hidden units, sigmoid output, inputs standardised) or `gbdt`
+(gradient-boosted complete binary trees of fixed depth on the raw features,
+logistic link). Both give the probability that a line is content. The decision
+then smooths the probabilities over neighbouring lines (`smoothing` kernel),
+because content comes in runs and a short line inside an article (a caption, a
+dateline) should follow its neighbours; and a line is content when its smoothed
+probability reaches `cut`, or reaches `relative_cut` times the page's highest one
+when that is lower, so a page whose best lines all score under the cut still
+yields its likeliest lines instead of an empty extract. Both rules were chosen by
+cross-validated word F1 (see services/density/training.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from services.density.lines import Line
+from shared.gbdt import Gbdt as Gbdt  # re-exported: the density model format names it
+from shared.gbdt import decide as decide
+from shared.gbdt import sigmoid as _sigmoid
+from shared.gbdt import smooth as smooth
+
+FORMAT = "boilerbench-density-model"
+FORMAT_VERSION = 1
+MODEL_DIR = Path(__file__).resolve().parent / "model"
+DEFAULT_MODEL = MODEL_DIR / "density-v1.json"
+FEATURES = tuple(
+    f"{name}_{where}" for where in ("prev", "line", "next")
+    for name in ("density", "log_html_bytes", "log_text_length")
+)
+
+Matrix = npt.NDArray[np.float64]
+
+
+def line_features(lines: Sequence[Line]) -> Matrix:
+    """The (lines x 9) feature matrix: previous, current and next line's three values."""
+    own = np.array([(line.density, np.log1p(line.html_bytes), np.log1p(line.text_length))
+                    for line in lines], dtype=np.float64).reshape(-1, 3)
+    pad = np.zeros((1, 3))
+    shifted = np.vstack([pad, own, pad])
+    return np.hstack([shifted[:-2], shifted[1:-1], shifted[2:]])
+
+
+@dataclass(frozen=True)
+class Mlp:
+    """Dense layers with tanh hidden units and a sigmoid output."""
+
+    mean: Matrix
+    scale: Matrix
+    weights: list[Matrix]
+    biases: list[Matrix]
+
+    def logits(self, features: Matrix) -> Matrix:
+        h = (features - self.mean) / self.scale
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
+            h = h @ w + b
+            if i < len(self.weights) - 1:
+                h = np.tanh(h)
+        return h[:, 0]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mean": self.mean.tolist(), "scale": self.scale.tolist(),
+                "layers": [{"weights": w.tolist(), "bias": b.tolist()}
+                           for w, b in zip(self.weights, self.biases, strict=True)]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Mlp:
+        layers = data["layers"]
+        return cls(np.asarray(data["mean"], dtype=np.float64),
+                   np.asarray(data["scale"], dtype=np.float64),
+                   [np.asarray(layer["weights"], dtype=np.float64) for layer in layers],
+                   [np.asarray(layer["bias"], dtype=np.float64) for layer in layers])
+
+
+@dataclass(frozen=True)
+class DensityModel:
+    """A trained line classifier plus the probability cut and its metadata."""
+
+    kind: str
+    classifier: Mlp | Gbdt
+    cut: float
+    metadata: dict[str, Any]
+    smoothing: tuple[float, ...] = (0.25, 0.5, 0.25)
+    relative_cut: float = 0.5
+
+    def probabilities(self, features: Matrix) -> Matrix:
+        """Each line's probability of being content (before smoothing)."""
+        if features.shape[0] == 0:
+            return np.zeros(0)
+        return _sigmoid(self.classifier.logits(features))
+
+    def decide(self, features: Matrix) -> tuple[Matrix, npt.NDArray[np.bool_]]:
+        """Smoothed probabilities and the content decision of each line."""
+        probabilities = self.probabilities(features)
+        return decide(probabilities, self.smoothing, self.cut, self.relative_cut)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": FORMAT_VERSION, "kind": self.kind,
+                "features": list(FEATURES), "cut": self.cut, "smoothing": list(self.smoothing),
+                "relative_cut": self.relative_cut,
+                self.kind: self.classifier.to_json(), "metadata": self.metadata}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DensityModel:
+        if data.get("format") != FORMAT or data.get("version") != FORMAT_VERSION:
+            raise ValueError(f"not a {FORMAT} file of version {FORMAT_VERSION}")
+        if tuple(data["features"]) != FEATURES:
+            raise ValueError(f"the model's features {data['features']} are not {FEATURES}")
+        kind = data["kind"]
+        classifier: Mlp | Gbdt
+        if kind == "mlp":
+            classifier = Mlp.from_json(data["mlp"])
+        elif kind == "gbdt":
+            classifier = Gbdt.from_json(data["gbdt"])
+        else:
+            raise ValueError(f"unknown model kind {kind!r}")
+        return cls(kind, classifier, float(data["cut"]), dict(data["metadata"]),
+                   tuple(float(v) for v in data["smoothing"]), float(data["relative_cut"]))
+
+
+def dump_model(model: DensityModel, path: Path) -> None:
+    """Write the model as stable JSON (sorted keys, so one model gives one file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(model.to_json(), sort_keys=True, separators=(",", ":")) + "\n",
+                    encoding="utf-8")
+
+
+def read_model(path: Path) -> DensityModel:
+    return DensityModel.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+@functools.cache
+def default_model() -> DensityModel:
+    """The committed model, loaded once per process."""
+    return read_model(DEFAULT_MODEL)

@@ -1,0 +1,339 @@
+"""Training the `learned` threshold: line labels from gold text, an MLP and boosted trees.
+
+Labels: a line is content when most of its tokens align (shared.alignment.aligned_mask,
+LCS over the whole page's tokens against the gold tokens). Each line's loss is
+weighted by its share of its page's tokens, and each dataset gets the same total
+weight, because the score is a per-page mean of word F1 in which a line counts by
+its words. Both classifiers are trained deterministically (fixed seed, full passes,
+no threads of our own); their k-fold cross-validated word F1 (folds by a hash of
+the page id) picks the one shipped, which is then refitted on all pages. The
+probability cut is chosen on the out-of-fold predictions too; the decision rule
+around it (smoothing, relative cut) is described in services/density/model.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from services.density.lines import Line, render_lines
+from services.density.model import (
+    FEATURES,
+    DensityModel,
+    Gbdt,
+    Matrix,
+    Mlp,
+    decide,
+    dump_model,
+    line_features,
+)
+from shared.alignment import aligned_mask
+from shared.decoding import NotHTMLError, decode_html
+from shared.gbdt import sigmoid
+from shared.gbdt import train_gbdt as shared_train_gbdt
+from shared.tokens import tokenize
+
+CUTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
+CHECK_PAGES = 3  # pages per dataset whose word F1 is recorded for the reproduction test
+CHECK_ROWS = 12  # feature rows whose probabilities are recorded
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    folds: int = 5
+    mlp_hidden: tuple[int, ...] = (16, 8)
+    mlp_epochs: int = 12
+    mlp_batch: int = 256
+    mlp_learning_rate: float = 0.003
+    gbdt_trees: int = 150
+    gbdt_depth: int = 4
+    gbdt_learning_rate: float = 0.1
+    gbdt_l2: float = 1.0
+    gbdt_bins: int = 64
+    gbdt_min_child_weight: float = 1e-3
+    smoothing: tuple[float, ...] = (0.25, 0.5, 0.25)
+    relative_cut: float = 0.5
+
+
+@dataclass
+class Page:
+    """One labelled page: its lines' features, labels, weights and tokens."""
+
+    dataset: str
+    page_id: str
+    features: Matrix
+    labels: npt.NDArray[np.float64]
+    line_tokens: list[list[str]]
+    gold: Counter[str] = field(repr=False)
+
+
+def label_lines(lines: Sequence[Line], gold_tokens: Sequence[str]) -> tuple[
+        npt.NDArray[np.float64], list[list[str]]]:
+    """1.0 for lines most of whose tokens align with the gold, else 0.0; and the tokens."""
+    line_tokens = [tokenize(line.text) for line in lines]
+    mask = aligned_mask([t for tokens in line_tokens for t in tokens], gold_tokens)
+    labels = np.zeros(len(lines))
+    start = 0
+    for i, tokens in enumerate(line_tokens):
+        aligned = sum(mask[start:start + len(tokens)])
+        labels[i] = 1.0 if tokens and 2 * aligned > len(tokens) else 0.0
+        start += len(tokens)
+    return labels, line_tokens
+
+
+def page_ids(dataset: Path) -> list[str]:
+    return sorted(p.stem for p in (dataset / "html").glob("*.html"))
+
+
+def load_page(dataset: Path, page_id: str) -> tuple[str, str]:
+    """Decoded HTML and gold text of one page."""
+    html = decode_html((dataset / "html" / f"{page_id}.html").read_bytes())
+    gold = (dataset / "content" / f"{page_id}.txt").read_text(encoding="utf-8")
+    return html, gold
+
+
+def load_dataset(dataset: Path, limit: int | None = None) -> tuple[list[Page], list[str]]:
+    """Labelled pages of a dataset folder (the first `limit` ids) and the ids refused."""
+    pages: list[Page] = []
+    refused: list[str] = []
+    for page_id in page_ids(dataset)[:limit]:
+        try:
+            html, gold = load_page(dataset, page_id)
+        except NotHTMLError:
+            refused.append(page_id)
+            continue
+        lines = render_lines(html)
+        gold_tokens = tokenize(gold)
+        labels, line_tokens = label_lines(lines, gold_tokens)
+        pages.append(Page(dataset.name, page_id, line_features(lines), labels, line_tokens,
+                          Counter(gold_tokens)))
+    return pages, refused
+
+
+def word_f1(extracted: Counter[str], gold: Counter[str]) -> float:
+    """Bag-of-words F1 (0 for an empty extract or no overlap)."""
+    tp = sum((extracted & gold).values())
+    if tp == 0:
+        return 0.0
+    precision, recall = tp / sum(extracted.values()), tp / sum(gold.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+def page_f1(page: Page, keep: npt.NDArray[np.bool_]) -> float:
+    extracted: Counter[str] = Counter()
+    for tokens, k in zip(page.line_tokens, keep, strict=True):
+        if k:
+            extracted.update(tokens)
+    return word_f1(extracted, page.gold)
+
+
+def line_weights(pages: Sequence[Page]) -> npt.NDArray[np.float64]:
+    """Each line weighs its share of its page's tokens; each dataset weighs the same."""
+    per_dataset = Counter(page.dataset for page in pages)
+    total_lines = sum(len(page.labels) for page in pages)
+    scale = total_lines / len(per_dataset)
+    parts = []
+    for page in pages:
+        counts = np.array([len(t) for t in page.line_tokens], dtype=np.float64)
+        page_total = counts.sum() or 1.0
+        parts.append(counts / page_total * scale / per_dataset[page.dataset])
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def stack(pages: Sequence[Page]) -> tuple[Matrix, npt.NDArray[np.float64],
+                                          npt.NDArray[np.float64]]:
+    features = np.vstack([p.features for p in pages]) if pages else np.zeros((0, len(FEATURES)))
+    labels = np.concatenate([p.labels for p in pages]) if pages else np.zeros(0)
+    return features, labels, line_weights(pages)
+
+
+# -- the two classifiers ---------------------------------------------------------------
+
+
+def train_mlp(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64],
+              hp: Hyperparameters, seed: int) -> Mlp:
+    """Seed 003's multi-layer perceptron: tanh layers, weighted cross-entropy, Adam."""
+    rng = np.random.default_rng(seed)
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale == 0] = 1.0
+    h0 = (x - mean) / scale
+    sizes = (x.shape[1], *hp.mlp_hidden, 1)
+    weights = [rng.normal(0.0, np.sqrt(1.0 / m), (m, n)) for m, n in pairwise(sizes)]
+    biases = [np.zeros(n) for n in sizes[1:]]
+    params = [*weights, *biases]
+    moments = [np.zeros_like(p) for p in params]
+    squares = [np.zeros_like(p) for p in params]
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    step = 0
+    depth = len(weights)
+    for _ in range(hp.mlp_epochs):
+        order = rng.permutation(len(y))
+        for start in range(0, len(y), hp.mlp_batch):
+            batch = order[start:start + hp.mlp_batch]
+            wb = w[batch]
+            total = wb.sum()
+            if total <= 0:
+                continue
+            activations = [h0[batch]]
+            for i in range(depth):
+                z = activations[-1] @ weights[i] + biases[i]
+                activations.append(np.tanh(z) if i < depth - 1 else z)
+            p = sigmoid(activations[-1][:, 0])
+            delta = ((p - y[batch]) * wb / total)[:, None]
+            grads_w: list[Matrix] = [np.zeros(0)] * depth
+            grads_b: list[Matrix] = [np.zeros(0)] * depth
+            for i in reversed(range(depth)):
+                grads_w[i] = activations[i].T @ delta
+                grads_b[i] = delta.sum(axis=0)
+                if i:
+                    delta = (delta @ weights[i].T) * (1.0 - activations[i] ** 2)
+            step += 1
+            for j, g in enumerate([*grads_w, *grads_b]):
+                moments[j] = beta1 * moments[j] + (1 - beta1) * g
+                squares[j] = beta2 * squares[j] + (1 - beta2) * g * g
+                m_hat = moments[j] / (1 - beta1**step)
+                v_hat = squares[j] / (1 - beta2**step)
+                params[j] -= hp.mlp_learning_rate * m_hat / (np.sqrt(v_hat) + eps)
+    return Mlp(mean, scale, weights, biases)
+
+
+def train_gbdt(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64],
+               hp: Hyperparameters) -> Gbdt:
+    """Gradient-boosted trees of depth `gbdt_depth` (shared.gbdt: logistic loss, Newton
+    leaves, L2, histogram splits on quantile bin edges)."""
+    return shared_train_gbdt(x, y, w, trees=hp.gbdt_trees, depth=hp.gbdt_depth,
+                             learning_rate=hp.gbdt_learning_rate, l2=hp.gbdt_l2,
+                             bins=hp.gbdt_bins, min_child_weight=hp.gbdt_min_child_weight)
+
+
+def fit(kind: str, pages: Sequence[Page], hp: Hyperparameters, seed: int) -> Mlp | Gbdt:
+    x, y, w = stack(pages)
+    if kind == "mlp":
+        return train_mlp(x, y, w, hp, seed)
+    return train_gbdt(x, y, w, hp)
+
+
+def _round_trip(model: DensityModel) -> DensityModel:
+    """The model as its file will load it (JSON floats), so recorded scores match the file."""
+    return DensityModel.from_json(json.loads(json.dumps(model.to_json())))
+
+
+# -- evaluation ------------------------------------------------------------------------
+
+
+def mean_f1_by_dataset(pages: Sequence[Page], keep: Sequence[npt.NDArray[np.bool_]]
+                       ) -> dict[str, float]:
+    """Mean word F1 per dataset of the lines kept (keep[i] for pages[i])."""
+    scores: dict[str, list[float]] = {}
+    for page, mask in zip(pages, keep, strict=True):
+        scores.setdefault(page.dataset, []).append(page_f1(page, mask))
+    return {name: round(float(np.mean(v)), 4) for name, v in sorted(scores.items())}
+
+
+def fold_of(page: Page, folds: int) -> int:
+    digest = hashlib.sha256(f"{page.dataset}/{page.page_id}".encode()).hexdigest()
+    return int(digest, 16) % folds
+
+
+def out_of_fold(kind: str, pages: Sequence[Page], hp: Hyperparameters, seed: int
+                ) -> list[npt.NDArray[np.float64]]:
+    """Each page's line probabilities from the model trained on the other folds."""
+    probabilities: list[npt.NDArray[np.float64]] = [np.zeros(0)] * len(pages)
+    for k in range(hp.folds):
+        train = [p for p in pages if fold_of(p, hp.folds) != k]
+        held = [i for i, p in enumerate(pages) if fold_of(p, hp.folds) == k]
+        if not train or not held:
+            continue
+        model = DensityModel(kind, fit(kind, train, hp, seed), 0.5, {})
+        for i in held:
+            probabilities[i] = model.probabilities(pages[i].features)
+    return probabilities
+
+
+def _overall(scores: dict[str, float]) -> float:
+    """Datasets weigh the same in model choice."""
+    return float(np.mean(list(scores.values())))
+
+
+def train(datasets: Sequence[Path], out: Path, seed: int = 0,
+          hp: Hyperparameters | None = None, limit: int | None = None,
+          log: Callable[[str], None] = lambda _: None) -> DensityModel:
+    """Train both classifiers, ship the better by cross-validated word F1, write `out`."""
+    hp = hp or Hyperparameters()
+    pages: list[Page] = []
+    data_meta = []
+    for dataset in datasets:
+        loaded, refused = load_dataset(dataset, limit)
+        pages.extend(loaded)
+        ids = "\n".join(p.page_id for p in loaded)
+        data_meta.append({"name": dataset.name, "pages": len(loaded), "refused": refused,
+                          "lines": int(sum(len(p.labels) for p in loaded)),
+                          "content_lines": int(sum(p.labels.sum() for p in loaded)),
+                          "ids_sha256": hashlib.sha256(ids.encode()).hexdigest()})
+        log(f"{dataset.name}: {len(loaded)} pages, {data_meta[-1]['lines']} lines")
+    if not pages:
+        raise ValueError("no pages to train on")
+    fixed = mean_f1_by_dataset(pages, [p.features[:, 3] >= 0.5 for p in pages])
+    candidates: dict[str, dict[str, Any]] = {}
+    for kind in ("mlp", "gbdt"):
+        oof = out_of_fold(kind, pages, hp, seed)
+        by_cut = {cut: mean_f1_by_dataset(pages, [decide(o, hp.smoothing, cut, hp.relative_cut)[1]
+                                                  for o in oof]) for cut in CUTS}
+        cut = max(CUTS, key=lambda c: (_overall(by_cut[c]), -abs(c - 0.5)))
+        candidates[kind] = {"cut": cut, "cross_validated_f1": by_cut[cut],
+                            "cross_validated_f1_at_0.5": by_cut[0.5]}
+        log(f"{kind}: cross-validated word F1 {by_cut[cut]} at cut {cut}")
+    kind = max(candidates, key=lambda k: _overall(candidates[k]["cross_validated_f1"]))
+    model = _round_trip(DensityModel(kind, fit(kind, pages, hp, seed),
+                                     candidates[kind]["cut"], {}, hp.smoothing,
+                                     hp.relative_cut))
+    checks = _checks(model, pages)
+    metadata = {
+        "trained_by": "boilerbench train density",
+        "seed": seed,
+        "datasets": data_meta,
+        "hyperparameters": asdict(hp),
+        "features": "density, log1p(HTML bytes), log1p(text length) of the previous, "
+                    "current and next line (zeros where there is none)",
+        "labels": "a line is content when most of its tokens align with the gold tokens "
+                  "(LCS over the page)",
+        "candidates": candidates,
+        "shipped": kind,
+        "training_f1": mean_f1_by_dataset(pages, [model.decide(p.features)[1] for p in pages]),
+        "fixed_0.5_f1": fixed,
+        "checks": checks,
+    }
+    model = DensityModel(model.kind, model.classifier, model.cut, metadata, model.smoothing,
+                         model.relative_cut)
+    dump_model(model, out)
+    log(f"shipped {kind} (cut {model.cut}) to {out}")
+    return model
+
+
+def _checks(model: DensityModel, pages: Sequence[Page]) -> dict[str, Any]:
+    """Recorded outputs for the test that the file reproduces its training scores: the word
+    F1 of the first pages of each dataset, and probabilities of some feature rows."""
+    firsts: dict[str, list[Page]] = {}
+    for page in pages:
+        firsts.setdefault(page.dataset, [])
+        if len(firsts[page.dataset]) < CHECK_PAGES:
+            firsts[page.dataset].append(page)
+    page_scores = {
+        name: {p.page_id: round(page_f1(p, model.decide(p.features)[1]), 6)
+               for p in chosen}
+        for name, chosen in firsts.items()
+    }
+    rows = np.vstack([p.features for p in pages])[:: max(1, sum(len(p.labels) for p in pages)
+                                                       // CHECK_ROWS)][:CHECK_ROWS]
+    return {"page_word_f1": page_scores, "rows": rows.tolist(),
+            "probabilities": model.probabilities(rows).tolist()}
