@@ -1,0 +1,111 @@
+"""How long scoring takes on a 20,000-token page (a benchmark, never a timed test).
+
+    python benchmarks/scoring_speed.py [--tokens 20000] [--repeat 7]
+
+The page is real text: the gold texts of the cleaneval (or scrapinghub) dataset
+concatenated until the page holds --tokens words, with a navigation line between
+articles; without the datasets, Zipf-distributed synthetic words. Gold is the
+articles; the extract keeps 90% of them plus a little navigation. Prints the
+median time of each step in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from orchestrator.scoring import prepare_page, score_extraction  # noqa: E402
+from shared.contract import Block  # noqa: E402
+from shared.datasets import dataset_dir  # noqa: E402
+from shared.tokens import tokenize  # noqa: E402
+
+
+def articles(tokens: int) -> list[list[str]]:
+    """Word lists of real gold texts (or synthetic ones) totalling about `tokens` words."""
+    found: list[list[str]] = []
+    total = 0
+    for name in ("cleaneval", "scrapinghub"):
+        folder = dataset_dir(name)
+        if folder is None:
+            continue
+        for path in sorted((folder / "content").glob("*.txt")):
+            words = path.read_text(encoding="utf-8").split()
+            if words:
+                found.append(words)
+                total += len(words)
+            if total >= tokens * 0.8:
+                return found
+    rng = np.random.default_rng(0)
+    while total < tokens * 0.8:
+        words = [f"w{int(x)}" for x in rng.zipf(1.3, size=800) % 5000]
+        found.append(words)
+        total += len(words)
+    return found
+
+
+def timed(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Scoring speed on a large page.")
+    parser.add_argument("--tokens", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args(argv)
+    nav = ["home", "news", "sport", "weather", "contact", "about", "privacy", "terms", "login",
+           "subscribe"]
+    paragraphs: list[tuple[str, bool]] = []
+    for words in articles(args.tokens):
+        paragraphs.append((" ".join(nav), False))
+        paragraphs += [(" ".join(words[i:i + 60]), True) for i in range(0, len(words), 60)]
+    page_words = sum(len(tokenize(text)) for text, _ in paragraphs)
+    while page_words > args.tokens:  # trim to the requested size
+        text, _ = paragraphs.pop()
+        page_words -= len(tokenize(text))
+    html = "<html><body>" + "".join(
+        f"<p>{text}</p>" if gold else f"<div>{text}</div>" for text, gold in paragraphs
+    ) + "</body></html>"
+    gold = "\n".join(text for text, is_gold in paragraphs if is_gold)
+    kept = [text for i, (text, is_gold) in enumerate(paragraphs) if is_gold and i % 10 != 3]
+    extract = "\n".join([" ".join(nav[:3]), *kept])
+    page_blocks = [Block(text=text, is_content=is_gold and i % 10 != 3)
+                   for i, (text, is_gold) in enumerate(paragraphs)]
+    # a different token sequence at both ends (no common prefix or suffix to strip):
+    # aligned with the gold on its own
+    other_blocks = [Block(text="skip to content", is_content=False), *page_blocks[1:],
+                    Block(text="copyright 2024", is_content=False)]
+
+    ref = prepare_page(html, gold)
+    print(f"page tokens {len(ref.page_tokens)}, gold tokens {len(ref.gold_tokens)}, "
+          f"extract tokens {len(tokenize(extract))}")
+    rows = [
+        ("prepare_page (once per page)", lambda: prepare_page(html, gold)),
+        ("score_extraction, text only (word + bag)",
+         lambda: score_extraction(ref, extract, None)),
+        ("score_extraction, blocks = page tokens",
+         lambda: score_extraction(ref, extract, page_blocks)),
+        ("score_extraction, blocks != page tokens",
+         lambda: score_extraction(ref, extract, other_blocks)),
+    ]
+    for label, fn in rows:
+        print(f"{label:45s} {timed(fn, args.repeat):8.1f} ms (median of {args.repeat})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,429 @@
+"""A run's outputs: results.json, pages.csv, summary.md and one offline report.html.
+
+The HTML report is a single file with its CSS inline and its plots drawn here as
+inline SVG (no script, no font, no CDN), so it opens anywhere, offline, and
+survives being mailed or archived beside the figures.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from orchestrator.models import METRICS, Counts, PageResult, RunInfo
+from orchestrator.statistics import (
+    ALL_DATASETS,
+    LevelSummary,
+    MetricSummary,
+    ServiceSummary,
+    Summary,
+    summarize,
+)
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf")
+_LEVEL_PREFIX = {"word": "word", "word_bag": "bag", "block": "block"}
+_COUNT_FIELDS = ("tp", "fp", "fn", "tn")
+
+
+# ---------------------------------------------------------------- per-page rows
+
+def page_columns() -> list[str]:
+    """Column names of pages.csv (and keys of the page rows of results.json)."""
+    columns = ["run_id", "dataset", "page_id", "service", "status", "error", "elapsed_ms",
+               "text_chars"]
+    for prefix in _LEVEL_PREFIX.values():
+        columns += [f"{prefix}_{name}" for name in (*_COUNT_FIELDS, *METRICS)]
+    return columns
+
+
+def page_row(result: PageResult) -> dict[str, Any]:
+    """One page and service as a flat record, without the extracted text."""
+    row: dict[str, Any] = {
+        "run_id": result.run_id, "dataset": result.dataset, "page_id": result.page_id,
+        "service": result.service, "status": result.status, "error": result.error,
+        "elapsed_ms": result.elapsed_ms, "text_chars": len(result.text),
+    }
+    for level, prefix in _LEVEL_PREFIX.items():
+        counts: Counts | None = getattr(result.scores, level) if result.scores else None
+        for name in _COUNT_FIELDS:
+            row[f"{prefix}_{name}"] = getattr(counts, name) if counts else None
+        for name in METRICS:
+            row[f"{prefix}_{name}"] = round(counts.metric(name), 6) if counts else None
+    return row
+
+
+# ---------------------------------------------------------------- tables
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _mean_ci(metric: MetricSummary | None) -> str:
+    if metric is None or metric.mean is None:
+        return "–"
+    return f"{metric.mean:.3f} [{_fmt(metric.ci_low)}, {_fmt(metric.ci_high)}]"
+
+
+def _level(row: ServiceSummary, level: str) -> LevelSummary | None:
+    return row.levels.get(level)
+
+
+def table_rows(summary: Summary) -> tuple[list[str], list[list[str]]]:
+    """The results table as text cells: one row per service and dataset."""
+    header = ["service", "dataset", "pages", "errors", "skipped", "word P", "word R",
+              "word F1 (95% CI)", "micro F1", "bag F1", "block F1", "median ms"]
+    rows = []
+    for row in summary.services:
+        word, bag, block = _level(row, "word"), _level(row, "word_bag"), _level(row, "block")
+        rows.append([
+            row.service, row.dataset, str(row.pages), str(row.errors), str(row.skipped),
+            _fmt(word.macro["precision"].mean) if word else "–",
+            _fmt(word.macro["recall"].mean) if word else "–",
+            _mean_ci(word.macro["f1"]) if word else "–",
+            _fmt(word.micro["f1"]) if word and word.pages else "–",
+            _fmt(bag.macro["f1"].mean) if bag else "–",
+            _fmt(block.macro["f1"].mean) if block else "–",
+            _fmt(row.elapsed_ms_median, 1),
+        ])
+    return header, rows
+
+
+def render_table(summary: Summary, title: str = "Results") -> Table:
+    """The results table for the terminal (rich)."""
+    header, rows = table_rows(summary)
+    table = Table(title=title)
+    for i, name in enumerate(header):
+        table.add_column(name, justify="left" if i < 2 else "right", no_wrap=i < 2)
+    for cells in rows:
+        table.add_row(*cells)
+    return table
+
+
+def markdown_summary(run: RunInfo, summary: Summary) -> str:
+    """summary.md: the results table and the pairwise tests."""
+    header, rows = table_rows(summary)
+    lines = [f"# Run {run.id}", "",
+             f"Created {run.created.isoformat()}; status {run.status}; "
+             f"datasets: {', '.join(run.datasets) or '–'}; "
+             f"services: {', '.join(run.services) or '–'}.",
+             "",
+             "Word figures: per-page means (macro) with a bootstrap 95% interval; micro F1 from "
+             "counts summed over pages. Errors count as empty output; skipped pages are left out.",
+             "",
+             "| " + " | ".join(header) + " |",
+             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    if summary.pairwise:
+        lines += ["", "## Pairwise Wilcoxon signed-rank tests (per-page word F1)", "",
+                  "| dataset | A | B | pages | differing | mean F1 A | mean F1 B | p | p (Holm) "
+                  "| note |",
+                  "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+        for t in summary.pairwise:
+            lines.append(f"| {t.dataset} | {t.service_a} | {t.service_b} | {t.n} | "
+                         f"{t.n_nonzero} | {_fmt(t.mean_a)} | {_fmt(t.mean_b)} | "
+                         f"{_fmt(t.p_value, 4)} | {_fmt(t.p_holm, 4)} | {t.note} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- SVG plots
+
+def _colour(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def _jitter(i: int) -> float:
+    """Deterministic spread in [-0.5, 0.5) (golden-ratio sequence): same plot every time."""
+    return ((i * 0.6180339887498949) % 1.0) - 0.5
+
+
+def _svg_open(plot_id: str, width: int, height: int, title: str) -> list[str]:
+    return [f'<svg class="plot" id="{plot_id}" '
+            f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+            f'aria-label="{escape(title)}">',
+            f'<title>{escape(title)}</title>',
+            f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>']
+
+
+def _x_axis(x0: float, x1: float, y: float, label: str) -> list[str]:
+    """A 0..1 axis from x0 to x1 at height y, ticks every 0.2."""
+    parts = [f'<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" stroke="#333"/>']
+    for k in range(6):
+        v = k / 5
+        x = x0 + v * (x1 - x0)
+        parts.append(f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 5}" stroke="#333"/>')
+        parts.append(f'<text x="{x:.1f}" y="{y + 18}" text-anchor="middle" '
+                     f'font-size="11">{v:.1f}</text>')
+    parts.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{y + 34}" text-anchor="middle" '
+                 f'font-size="12">{escape(label)}</text>')
+    return parts
+
+
+def _y_axis(y0: float, y1: float, x: float, label: str) -> list[str]:
+    """A 0..1 axis from y0 (value 0, bottom) to y1 (value 1, top) at x."""
+    parts = [f'<line x1="{x}" y1="{y0}" x2="{x}" y2="{y1}" stroke="#333"/>']
+    for k in range(6):
+        v = k / 5
+        y = y0 - v * (y0 - y1)
+        parts.append(f'<line x1="{x - 5}" y1="{y:.1f}" x2="{x}" y2="{y:.1f}" stroke="#333"/>')
+        parts.append(f'<text x="{x - 8}" y="{y + 4:.1f}" text-anchor="end" '
+                     f'font-size="11">{v:.1f}</text>')
+    parts.append(f'<text x="{x - 40}" y="{(y0 + y1) / 2:.1f}" text-anchor="middle" '
+                 f'font-size="12" transform="rotate(-90 {x - 40} {(y0 + y1) / 2:.1f})">'
+                 f'{escape(label)}</text>')
+    return parts
+
+
+def _quantiles(values: Sequence[float]) -> tuple[float, float, float, float, float]:
+    ordered = sorted(values)
+
+    def q(p: float) -> float:
+        pos = p * (len(ordered) - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+    return ordered[0], q(0.25), q(0.5), q(0.75), ordered[-1]
+
+
+def f1_distribution_svg(groups: list[tuple[str, int, list[float]]]) -> str:
+    """Box plot with every page as a dot, one row per service and dataset
+    (groups: label, colour index of the service, per-page F1)."""
+    row_h, left, right, top = 36, 220, 40, 30
+    width = 900
+    height = top + row_h * max(1, len(groups)) + 50
+    x0, x1 = left, width - right
+    parts = _svg_open("plot-f1-distribution", width, height, "Word F1 per page")
+    parts.append(f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14" '
+                 f'font-weight="bold">Word F1 per page (box: quartiles; dots: pages)</text>')
+    for i, (name, colour_index, values) in enumerate(groups):
+        cy = top + row_h * i + row_h / 2
+        colour = _colour(colour_index)
+        parts.append(f'<text x="{left - 10}" y="{cy + 4}" text-anchor="end" '
+                     f'font-size="12">{escape(name)}</text>')
+        if not values:
+            continue
+        lo, q1, med, q3, hi = _quantiles(values)
+
+        def sx(v: float) -> float:
+            return x0 + v * (x1 - x0)
+
+        parts.append(f'<line class="whisker" x1="{sx(lo):.1f}" y1="{cy}" x2="{sx(hi):.1f}" '
+                     f'y2="{cy}" stroke="{colour}"/>')
+        parts.append(f'<rect class="box" x="{sx(q1):.1f}" y="{cy - 10}" '
+                     f'width="{max(1.0, sx(q3) - sx(q1)):.1f}" height="20" fill="{colour}" '
+                     f'fill-opacity="0.25" stroke="{colour}"/>')
+        parts.append(f'<line class="median" x1="{sx(med):.1f}" y1="{cy - 10}" '
+                     f'x2="{sx(med):.1f}" y2="{cy + 10}" stroke="{colour}" stroke-width="3"/>')
+        for j, v in enumerate(values):
+            parts.append(f'<circle class="point" cx="{sx(v):.1f}" '
+                         f'cy="{cy + _jitter(j) * 14:.1f}" r="2.2" fill="{colour}" '
+                         f'fill-opacity="0.6"/>')
+    parts += _x_axis(x0, x1, top + row_h * max(1, len(groups)) + 4, "word F1")
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def precision_recall_svg(series: list[tuple[str, list[tuple[float, float]], MetricSummary | None,
+                                            MetricSummary | None]]) -> str:
+    """Per-page precision against recall, coloured by service; a ringed marker at
+    each service's mean."""
+    width, height, left, right, top, bottom = 620, 560, 70, 170, 30, 70
+    x0, x1, y0, y1 = left, width - right, height - bottom, top
+    parts = _svg_open("plot-precision-recall", width, height, "Precision against recall")
+    parts.append(f'<text x="{(x0 + x1) / 2}" y="18" text-anchor="middle" font-size="14" '
+                 f'font-weight="bold">Word precision against recall</text>')
+    parts += _x_axis(x0, x1, y0, "recall")
+    parts += _y_axis(y0, y1, x0, "precision")
+
+    def px(r: float) -> float:
+        return x0 + r * (x1 - x0)
+
+    def py(p: float) -> float:
+        return y0 - p * (y0 - y1)
+
+    for i, (name, points, mean_p, mean_r) in enumerate(series):
+        colour = _colour(i)
+        for precision, recall in points:
+            parts.append(f'<circle class="point" cx="{px(recall):.1f}" cy="{py(precision):.1f}" '
+                         f'r="2.5" fill="{colour}" fill-opacity="0.45"/>')
+        if mean_p is not None and mean_r is not None and mean_p.mean is not None \
+                and mean_r.mean is not None:
+            parts.append(f'<circle class="mean" cx="{px(mean_r.mean):.1f}" '
+                         f'cy="{py(mean_p.mean):.1f}" r="7" fill="{colour}" stroke="#000" '
+                         f'stroke-width="1.5"/>')
+        ly = top + 10 + 20 * i
+        parts.append(f'<circle cx="{x1 + 20}" cy="{ly}" r="6" fill="{colour}"/>')
+        parts.append(f'<text x="{x1 + 32}" y="{ly + 4}" font-size="12">{escape(name)}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def dataset_bars_svg(datasets: list[str], services: list[str],
+                     means: dict[tuple[str, str], MetricSummary]) -> str:
+    """Mean word F1 per dataset, one bar per service, with its 95% interval."""
+    width, height, left, right, top, bottom = 900, 380, 70, 170, 30, 70
+    x0, x1, y0, y1 = left, width - right, height - bottom, top
+    parts = _svg_open("plot-dataset-bars", width, height, "Mean word F1 per dataset")
+    parts.append(f'<text x="{(x0 + x1) / 2}" y="18" text-anchor="middle" font-size="14" '
+                 f'font-weight="bold">Mean word F1 per dataset (bars: 95% interval)</text>')
+    parts += _y_axis(y0, y1, x0, "mean word F1")
+    parts.append(f'<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="#333"/>')
+    group_w = (x1 - x0) / max(1, len(datasets))
+    bar_w = group_w * 0.8 / max(1, len(services))
+
+    def py(v: float) -> float:
+        return y0 - v * (y0 - y1)
+
+    for g, dataset in enumerate(datasets):
+        gx = x0 + g * group_w + group_w * 0.1
+        parts.append(f'<text x="{x0 + (g + 0.5) * group_w:.1f}" y="{y0 + 18}" '
+                     f'text-anchor="middle" font-size="12">{escape(dataset)}</text>')
+        for s, service in enumerate(services):
+            metric = means.get((service, dataset))
+            if metric is None or metric.mean is None:
+                continue
+            bx = gx + s * bar_w
+            colour = _colour(s)
+            parts.append(f'<rect class="bar" x="{bx:.1f}" y="{py(metric.mean):.1f}" '
+                         f'width="{bar_w * 0.9:.1f}" height="{y0 - py(metric.mean):.1f}" '
+                         f'fill="{colour}"><title>{escape(service)} on {escape(dataset)}: '
+                         f'{metric.mean:.3f}</title></rect>')
+            if metric.ci_low is not None and metric.ci_high is not None:
+                cx = bx + bar_w * 0.45
+                parts.append(f'<line class="ci" x1="{cx:.1f}" y1="{py(metric.ci_low):.1f}" '
+                             f'x2="{cx:.1f}" y2="{py(metric.ci_high):.1f}" stroke="#000"/>')
+    for s, service in enumerate(services):
+        ly = top + 10 + 20 * s
+        parts.append(f'<rect x="{x1 + 14}" y="{ly - 6}" width="12" height="12" '
+                     f'fill="{_colour(s)}"/>')
+        parts.append(f'<text x="{x1 + 32}" y="{ly + 4}" font-size="12">{escape(service)}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- HTML
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; }
+th { background: #f0f0f0; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+svg.plot { display: block; margin: 1.5em 0; border: 1px solid #ddd; }
+.note { color: #555; font-size: 13px; }
+"""
+
+
+def _html_table(header: list[str], rows: list[list[str]], table_id: str) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(
+            f'<td{"" if i < 2 else " class=num"}>{escape(cell)}</td>'
+            for i, cell in enumerate(cells)) + "</tr>"
+        for cells in rows)
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _scored(results: Sequence[PageResult]) -> list[PageResult]:
+    return [r for r in results if r.status != "skipped" and r.scores is not None]
+
+
+def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult]) -> str:
+    """The self-contained report: run, results table, plots, pairwise tests."""
+    scored = _scored(results)
+    datasets = sorted({r.dataset for r in results})
+    services = sorted({r.service for r in results})
+    several = len(datasets) > 1
+    groups: list[tuple[str, int, list[float]]] = []
+    for index, service in enumerate(services):
+        for dataset in datasets:
+            values = [r.scores.word.f1 for r in scored
+                      if r.scores and r.service == service and r.dataset == dataset]
+            if values:
+                groups.append((f"{service} · {dataset}" if several else service, index, values))
+    pooled = ALL_DATASETS if several else (datasets[0] if datasets else "")
+    series = []
+    for service in services:
+        points = [(r.scores.word.precision, r.scores.word.recall) for r in scored
+                  if r.scores and r.service == service]
+        try:
+            word = summary.get(service, pooled).levels.get("word")
+        except KeyError:
+            word = None
+        series.append((service, points, word.macro["precision"] if word else None,
+                       word.macro["recall"] if word else None))
+    means = {(row.service, row.dataset): row.levels["word"].macro["f1"]
+             for row in summary.services if "word" in row.levels}
+    header, rows = table_rows(summary)
+    pair_header = ["dataset", "A", "B", "pages", "differing", "mean F1 A", "mean F1 B", "p",
+                   "p (Holm)", "note"]
+    pair_rows = [[t.dataset, t.service_a, t.service_b, str(t.n), str(t.n_nonzero),
+                  _fmt(t.mean_a), _fmt(t.mean_b), _fmt(t.p_value, 4), _fmt(t.p_holm, 4), t.note]
+                 for t in summary.pairwise]
+    errors = [r for r in results if r.status == "error"]
+    error_rows = [[r.service, r.dataset, r.page_id, r.error or ""] for r in errors[:200]]
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>boilerbench run {escape(run.id)}</title>", f"<style>{_CSS}</style>",
+        "</head><body>",
+        f"<h1>boilerbench run {escape(run.id)}</h1>",
+        f'<p class="note">Created {escape(run.created.isoformat())}; status '
+        f"{escape(run.status)}; datasets: {escape(', '.join(run.datasets) or '–')}; "
+        f"services: {escape(', '.join(run.services) or '–')}; "
+        f"{len(results)} page results.</p>",
+        "<h2>Results</h2>",
+        '<p class="note">Word figures by token alignment (LCS): per-page means with a '
+        "bootstrap 95% interval; micro F1 from counts summed over pages; bag F1 by bag of "
+        "words; block F1 from the blocks each service returns. Errors count as empty output; "
+        "skipped pages are left out.</p>",
+        _html_table(header, rows, "results-table"),
+        "<h2>Plots</h2>",
+        f1_distribution_svg(groups),
+        precision_recall_svg(series),
+        dataset_bars_svg(datasets, services, means),
+    ]
+    if pair_rows:
+        parts += ["<h2>Pairwise Wilcoxon signed-rank tests (per-page word F1)</h2>",
+                  _html_table(pair_header, pair_rows, "pairwise-table")]
+    if error_rows:
+        parts += [f"<h2>Errors ({len(errors)})</h2>",
+                  _html_table(["service", "dataset", "page", "reason"], error_rows,
+                              "errors-table")]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- all outputs
+
+def write_outputs(out_dir: Path, run: RunInfo, results: list[PageResult],
+                  summary: Summary | None = None) -> dict[str, Path]:
+    """Write results.json, pages.csv, summary.md and report.html into out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = summary if summary is not None else summarize(results)
+    rows = [page_row(r) for r in results]
+    paths = {
+        "json": out_dir / "results.json",
+        "csv": out_dir / "pages.csv",
+        "markdown": out_dir / "summary.md",
+        "html": out_dir / "report.html",
+    }
+    document = {
+        "run": run.model_dump(mode="json"),
+        "summary": summary.model_dump(mode="json"),
+        "pages": rows,
+    }
+    paths["json"].write_text(json.dumps(document, indent=1, allow_nan=False), encoding="utf-8")
+    with paths["csv"].open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=page_columns())
+        writer.writeheader()
+        writer.writerows(rows)
+    paths["markdown"].write_text(markdown_summary(run, summary), encoding="utf-8")
+    paths["html"].write_text(render_html(run, summary, results), encoding="utf-8")
+    return paths

@@ -1,0 +1,154 @@
+"""Scoring an extract against the gold text at word and block level (seed 002, B.4.4).
+
+One tokenizer for every side (shared.tokens.tokenize). A page is prepared once
+(`prepare_page`) and then scored for every service (`score_extraction`).
+
+Word level by alignment (the headline figure), with P the page's own visible
+tokens, G the gold tokens and E the extracted tokens:
+
+- TP = |LCS(E, G)|: extracted words that align, in order, with the gold;
+- FP = |E| - TP; FN = |G| - TP;
+- TN = max(0, B - FP), where B = |P| - |LCS(P, G)| is the page's boilerplate:
+  the page tokens that do not align with the gold. Every non-gold word the
+  extract keeps is taken from that boilerplate, so what is left of it was
+  rightly dropped. This keeps FP + TN = B (fallout = FP / B, the share of the
+  page's boilerplate that was kept), and costs one alignment per service instead
+  of aligning the whole page with every extract. TN is 0, never negative, when
+  an extract holds more non-gold words than the page has boilerplate (text from
+  attributes, repeated text).
+
+Word level by bag of words (order ignored), with multisets:
+TP = |E ∩ G|, FP = |E| - TP, FN = |G| - TP, TN = |P - (G ∪ E)| (page words
+that neither the gold nor the extract hold, counted with multiplicity).
+
+Block level: the tokens of all blocks, concatenated in order, are aligned with
+the gold once; a block is gold content when more than half of its tokens align
+(ties are boilerplate). Blocks without tokens are ignored. TP/FP/FN/TN then
+compare each block's `is_content` with that label.
+
+Speed: tokens are encoded as one character each (code points by frequency
+rank on the page, so the common words fall in rapidfuzz's fast table for code
+points below 256), and rapidfuzz's bit-parallel LCS runs on those strings:
+a 20,000-token page scores in tens of milliseconds (benchmarks/scoring_speed.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from functools import cached_property
+
+from orchestrator.models import Counts, PageScores
+from shared.alignment import aligned_mask, lcs_length
+from shared.contract import Block
+from shared.html import parse_html, visible_text
+from shared.tokens import tokenize
+
+_SURROGATES = 0xD800
+_SURROGATE_SPAN = 0x800
+_MAX_CODES = 0x110000 - _SURROGATE_SPAN - 1  # one code point is kept as the sentinel
+
+
+def _code_point(rank: int) -> str:
+    """The character for a vocabulary rank, skipping the surrogate range."""
+    return chr(rank if rank < _SURROGATES else rank + _SURROGATE_SPAN)
+
+
+class PageReference:
+    """What scoring needs from one page and its gold text, computed once per page."""
+
+    def __init__(self, page_tokens: list[str], gold_tokens: list[str]) -> None:
+        self.page_tokens = page_tokens
+        self.gold_tokens = gold_tokens
+        self.page_counts: Counter[str] = Counter(page_tokens)
+        self.gold_counts: Counter[str] = Counter(gold_tokens)
+        vocabulary = (self.page_counts + self.gold_counts).most_common()
+        self._codes: dict[str, str] | None = None
+        self._sentinel = ""
+        if len(vocabulary) <= _MAX_CODES:
+            self._codes = {word: _code_point(rank) for rank, (word, _) in enumerate(vocabulary)}
+            self._sentinel = _code_point(len(vocabulary))
+        self.page_seq = self.encode(page_tokens)
+        self.gold_seq = self.encode(gold_tokens)
+        self.page_gold_lcs = lcs_length(self.page_seq, self.gold_seq)
+
+    @property
+    def boilerplate(self) -> int:
+        """Page tokens that do not align with the gold (B in the module docstring)."""
+        return len(self.page_tokens) - self.page_gold_lcs
+
+    def encode(self, tokens: list[str]) -> Sequence[str]:
+        """Tokens as one string, a character per token; words the page and gold lack
+        all become one sentinel that matches nothing on the page or in the gold.
+        Falls back to the token list itself for a vocabulary beyond Unicode."""
+        if self._codes is None:
+            return tokens
+        codes, sentinel = self._codes, self._sentinel
+        return "".join([codes.get(token, sentinel) for token in tokens])
+
+    @cached_property
+    def page_gold_mask(self) -> list[bool]:
+        """Which page tokens align with the gold; reused for blocks that hold
+        exactly the page's tokens (most block-based services)."""
+        return aligned_mask(self.page_seq, self.gold_seq)
+
+
+def prepare_page(html: str, gold: str) -> PageReference:
+    """Tokenize a page's visible text and its gold text once, for all services."""
+    return PageReference(tokenize(visible_text(parse_html(html))), tokenize(gold))
+
+
+def word_counts(ref: PageReference, tokens: list[str]) -> Counts:
+    """Word-level counts by alignment (see the module docstring)."""
+    tp = lcs_length(ref.encode(tokens), ref.gold_seq)
+    fp = len(tokens) - tp
+    return Counts(tp=tp, fp=fp, fn=len(ref.gold_tokens) - tp, tn=max(0, ref.boilerplate - fp))
+
+
+def bag_counts(ref: PageReference, tokens: list[str]) -> Counts:
+    """Word-level counts by bag of words (multiset arithmetic)."""
+    extracted = Counter(tokens)
+    tp = (extracted & ref.gold_counts).total()
+    tn = (ref.page_counts - (ref.gold_counts | extracted)).total()
+    return Counts(tp=tp, fp=len(tokens) - tp, fn=len(ref.gold_tokens) - tp, tn=tn)
+
+
+def block_counts(ref: PageReference, blocks: Sequence[Block]) -> Counts | None:
+    """Block-level counts, or None when no block holds a token."""
+    tokenized = [(block.is_content, tokenize(block.text)) for block in blocks]
+    tokenized = [(kept, tokens) for kept, tokens in tokenized if tokens]
+    if not tokenized:
+        return None
+    all_tokens = [token for _, tokens in tokenized for token in tokens]
+    seq = ref.encode(all_tokens)
+    mask = ref.page_gold_mask if seq == ref.page_seq else aligned_mask(seq, ref.gold_seq)
+    tp = fp = fn = tn = 0
+    start = 0
+    for kept, tokens in tokenized:
+        end = start + len(tokens)
+        is_gold = 2 * sum(mask[start:end]) > len(tokens)
+        start = end
+        if kept and is_gold:
+            tp += 1
+        elif kept:
+            fp += 1
+        elif is_gold:
+            fn += 1
+        else:
+            tn += 1
+    return Counts(tp=tp, fp=fp, fn=fn, tn=tn)
+
+
+def score_extraction(ref: PageReference, text: str, blocks: Sequence[Block] | None) -> PageScores:
+    """Score one service's extract of a page (text and, where it has them, blocks)."""
+    tokens = tokenize(text)
+    return PageScores(
+        word=word_counts(ref, tokens),
+        word_bag=bag_counts(ref, tokens),
+        block=block_counts(ref, blocks) if blocks else None,
+    )
+
+
+def score_empty(ref: PageReference) -> PageScores:
+    """The scores of a failed page: empty output (every gold word missed)."""
+    return score_extraction(ref, "", None)

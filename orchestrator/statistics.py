@@ -1,0 +1,321 @@
+"""Figures per service and dataset, and pairwise significance tests (seed 002, B.4.5).
+
+Macro figures are means over pages of the per-page figures, with median, sample
+standard deviation and a percentile bootstrap 95% interval of the mean; micro
+figures come from the counts summed over pages. Pages with status "error" count
+as empty output (the runner scores them with scoring.score_empty); "skipped"
+pages are left out and counted, as are errors that carry no scores.
+
+Services are compared by a Wilcoxon signed-rank test of per-page word F1 on the
+pages both scored, with Holm's correction over all the tests of a summary.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import combinations
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel
+from scipy import stats
+
+from orchestrator.models import METRICS, Counts, PageResult
+
+ALL_DATASETS = "(all)"
+"""Dataset name of the rows that pool every dataset of a run (when there are several)."""
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20240601
+MIN_PAIRS = 6
+"""Fewest non-zero paired differences for a Wilcoxon test: with 5 or fewer, the
+smallest two-sided exact p-value is 2/2^5 = 0.0625, so no test could reject."""
+
+_BOOTSTRAP_CHUNK_CELLS = 4_000_000  # resamples x pages drawn per numpy call (memory bound)
+
+LEVELS: tuple[str, ...] = ("word", "word_bag", "block")
+
+
+class MetricSummary(BaseModel):
+    """Distribution of one per-page figure over the pages of a service and dataset."""
+
+    n: int
+    mean: float | None
+    median: float | None
+    std: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+class LevelSummary(BaseModel):
+    """Figures of one level (word, word_bag or block): macro and micro."""
+
+    pages: int
+    counts: Counts
+    micro: dict[str, float]
+    macro: dict[str, MetricSummary]
+
+
+class ServiceSummary(BaseModel):
+    """One service on one dataset."""
+
+    service: str
+    dataset: str
+    pages: int
+    """Page results of any status."""
+    ok: int
+    errors: int
+    skipped: int
+    unscored: int
+    """Errors without scores, left out of the figures."""
+    elapsed_ms_median: float | None
+    elapsed_ms_mean: float | None
+    levels: dict[str, LevelSummary]
+    """'word', 'word_bag' and, where any page has blocks, 'block'."""
+
+    @property
+    def scored(self) -> int:
+        return self.levels["word"].pages if "word" in self.levels else 0
+
+
+class PairwiseTest(BaseModel):
+    """Wilcoxon signed-rank test of per-page word F1, service_a against service_b."""
+
+    dataset: str
+    service_a: str
+    service_b: str
+    n: int
+    """Pages both services scored."""
+    n_nonzero: int
+    """Of those, pages where the two F1 differ (the ones the test ranks)."""
+    mean_a: float | None
+    mean_b: float | None
+    median_difference: float | None
+    """Median of F1(a) - F1(b) over the shared pages."""
+    statistic: float | None
+    p_value: float | None
+    p_holm: float | None
+    note: str = ""
+
+
+class Summary(BaseModel):
+    services: list[ServiceSummary]
+    pairwise: list[PairwiseTest]
+
+    def get(self, service: str, dataset: str) -> ServiceSummary:
+        for row in self.services:
+            if row.service == service and row.dataset == dataset:
+                return row
+        raise KeyError(f"no summary for service {service!r} on dataset {dataset!r}")
+
+
+def _draw_counts(rng: np.random.Generator, rows: int, n: int) -> NDArray[np.float64]:
+    """`rows` resamples of n pages, each as how often every page was drawn."""
+    draws = rng.integers(0, n, size=(rows, n))
+    draws += np.arange(rows)[:, None] * n  # one bincount for all rows
+    return np.bincount(draws.ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_counts(n: int, resamples: int, seed: int) -> NDArray[np.float64]:
+    """The resample counts for n pages, drawn once and shared by every figure and
+    service with that many pages (common random numbers; read-only)."""
+    counts = _draw_counts(np.random.default_rng(seed), resamples, n)
+    counts.flags.writeable = False
+    return counts
+
+
+def _resample_counts(n: int, resamples: int,
+                     seed: int) -> Iterator[tuple[int, int, NDArray[np.float64]]]:
+    """(start, stop, counts) blocks of the resamples: cached whole when small,
+    drawn in chunks of bounded memory otherwise (the same draws either way)."""
+    chunk = max(1, _BOOTSTRAP_CHUNK_CELLS // n)
+    if resamples <= chunk:
+        yield 0, resamples, _shared_counts(n, resamples, seed)
+        return
+    rng = np.random.default_rng(seed)
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        yield start, stop, _draw_counts(rng, stop - start, n)
+
+
+def bootstrap_cis(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                  seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> list[tuple[float, float]]:
+    """Percentile bootstrap intervals of the means of k figures over the same n pages
+    (values: k x n), vectorised: each resample is a row of page counts, shared by
+    the k figures, and the k means come from one matrix product."""
+    data = np.atleast_2d(np.asarray(values, dtype=np.float64))
+    k, n = data.shape
+    if n == 0:
+        raise ValueError("bootstrap of no values")
+    if n == 1:
+        return [(float(row[0]), float(row[0])) for row in data]
+    means = np.empty((resamples, k), dtype=np.float64)
+    for start, stop, counts in _resample_counts(n, resamples, seed):
+        means[start:stop] = counts @ data.T / n
+    alpha = (1.0 - level) / 2.0
+    bounds = np.quantile(means, [alpha, 1.0 - alpha], axis=0)
+    return [(float(bounds[0, i]), float(bounds[1, i])) for i in range(k)]
+
+
+def bootstrap_ci(values: Sequence[float] | NDArray[np.float64], *,
+                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                 level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of one figure."""
+    data = np.asarray(values, dtype=np.float64)
+    if data.size == 0:
+        raise ValueError("bootstrap of no values")
+    return bootstrap_cis(data[None, :], resamples=resamples, seed=seed, level=level)[0]
+
+
+def describe_many(values: NDArray[np.float64]) -> list[MetricSummary]:
+    """Mean, median, sample standard deviation and bootstrap 95% interval of each row
+    of a k x n matrix of per-page figures."""
+    k, n = values.shape
+    if n == 0:
+        return [MetricSummary(n=0, mean=None, median=None, std=None, ci_low=None, ci_high=None)
+                for _ in range(k)]
+    intervals = bootstrap_cis(values)
+    means, medians = values.mean(axis=1), np.median(values, axis=1)
+    stds = values.std(axis=1, ddof=1) if n > 1 else np.zeros(k)
+    return [MetricSummary(n=n, mean=float(means[i]), median=float(medians[i]),
+                          std=float(stds[i]), ci_low=intervals[i][0], ci_high=intervals[i][1])
+            for i in range(k)]
+
+
+def describe(values: Sequence[float]) -> MetricSummary:
+    """Mean, median, sample standard deviation and bootstrap 95% interval."""
+    return describe_many(np.asarray(values, dtype=np.float64).reshape(1, -1))[0]
+
+
+def summarize_level(counts: Sequence[Counts]) -> LevelSummary:
+    """Macro (per-page) and micro (summed counts) figures of one level."""
+    total = Counts(tp=sum(c.tp for c in counts), fp=sum(c.fp for c in counts),
+                   fn=sum(c.fn for c in counts), tn=sum(c.tn for c in counts))
+    figures = np.array([[c.metric(name) for c in counts] for name in METRICS],
+                       dtype=np.float64).reshape(len(METRICS), len(counts))
+    return LevelSummary(
+        pages=len(counts),
+        counts=total,
+        micro=total.figures(),
+        macro=dict(zip(METRICS, describe_many(figures), strict=True)),
+    )
+
+
+def _level_counts(results: Iterable[PageResult], level: str) -> list[Counts]:
+    found: list[Counts] = []
+    for result in results:
+        if result.scores is None or result.status == "skipped":
+            continue
+        counts: Counts | None = getattr(result.scores, level)
+        if counts is not None:
+            found.append(counts)
+    return found
+
+
+def summarize_service(service: str, dataset: str, results: Sequence[PageResult]) -> ServiceSummary:
+    """The figures of one service over the given page results (one dataset or pooled)."""
+    elapsed = [r.elapsed_ms for r in results if r.status == "ok" and r.elapsed_ms is not None]
+    levels = {}
+    for level in LEVELS:
+        counts = _level_counts(results, level)
+        if counts or level != "block":
+            levels[level] = summarize_level(counts)
+    return ServiceSummary(
+        service=service,
+        dataset=dataset,
+        pages=len(results),
+        ok=sum(r.status == "ok" for r in results),
+        errors=sum(r.status == "error" for r in results),
+        skipped=sum(r.status == "skipped" for r in results),
+        unscored=sum(r.status == "error" and r.scores is None for r in results),
+        elapsed_ms_median=float(np.median(elapsed)) if elapsed else None,
+        elapsed_ms_mean=float(np.mean(elapsed)) if elapsed else None,
+        levels=levels,
+    )
+
+
+def wilcoxon_test(dataset: str, service_a: str, service_b: str,
+                  f1_a: dict[str, float], f1_b: dict[str, float]) -> PairwiseTest:
+    """Paired test on the pages present in both mappings (page key -> word F1)."""
+    shared = sorted(f1_a.keys() & f1_b.keys())
+    a = np.array([f1_a[k] for k in shared], dtype=np.float64)
+    b = np.array([f1_b[k] for k in shared], dtype=np.float64)
+    diff = a - b
+    n_nonzero = int(np.count_nonzero(diff))
+    base = PairwiseTest(
+        dataset=dataset, service_a=service_a, service_b=service_b, n=len(shared),
+        n_nonzero=n_nonzero,
+        mean_a=float(a.mean()) if shared else None,
+        mean_b=float(b.mean()) if shared else None,
+        median_difference=float(np.median(diff)) if shared else None,
+        statistic=None, p_value=None, p_holm=None,
+    )
+    if not shared:
+        return base.model_copy(update={"note": "no pages scored by both"})
+    if n_nonzero == 0:
+        return base.model_copy(update={"p_value": 1.0,
+                                       "note": "identical F1 on every shared page"})
+    if n_nonzero < MIN_PAIRS:
+        return base.model_copy(update={
+            "note": f"too few pages with differing F1 ({n_nonzero} < {MIN_PAIRS})"})
+    result = stats.wilcoxon(a, b, zero_method="wilcox", alternative="two-sided")
+    return base.model_copy(update={"statistic": float(result.statistic),
+                                   "p_value": float(result.pvalue)})
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
+    p = np.asarray(p_values, dtype=np.float64)
+    m = p.size
+    if m == 0:
+        return []
+    order = np.argsort(p, kind="stable")
+    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
+    out = np.empty(m, dtype=np.float64)
+    out[order] = np.minimum(adjusted, 1.0)
+    return [float(x) for x in out]
+
+
+def pairwise_tests(results: Sequence[PageResult], datasets: Sequence[str]) -> list[PairwiseTest]:
+    """Every pair of services on each dataset (and pooled, keyed by dataset/page),
+    Holm-corrected over all the tests returned."""
+    per_dataset: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    for r in results:
+        if r.status == "skipped" or r.scores is None:
+            continue
+        f1 = r.scores.word.f1
+        per_dataset[r.dataset][r.service][r.page_id] = f1
+        if len(datasets) > 1:
+            per_dataset[ALL_DATASETS][r.service][f"{r.dataset}/{r.page_id}"] = f1
+    tests: list[PairwiseTest] = []
+    for dataset in [*datasets, ALL_DATASETS]:
+        services = per_dataset.get(dataset)
+        if not services:
+            continue
+        for a, b in combinations(sorted(services), 2):
+            tests.append(wilcoxon_test(dataset, a, b, services[a], services[b]))
+    tested = [i for i, t in enumerate(tests) if t.statistic is not None and t.p_value is not None]
+    adjusted = holm([tests[i].p_value or 0.0 for i in tested])
+    for i, p in zip(tested, adjusted, strict=True):
+        tests[i] = tests[i].model_copy(update={"p_holm": p})
+    return tests
+
+
+def summarize(results: Sequence[PageResult]) -> Summary:
+    """Figures per service and dataset (plus pooled rows when there are several
+    datasets) and the pairwise tests, in a stable order."""
+    groups: dict[tuple[str, str], list[PageResult]] = defaultdict(list)
+    for r in results:
+        groups[(r.service, r.dataset)].append(r)
+    datasets = sorted({r.dataset for r in results})
+    services = sorted({r.service for r in results})
+    rows = [summarize_service(s, d, groups[(s, d)]) for s in services for d in datasets
+            if (s, d) in groups]
+    if len(datasets) > 1:
+        for s in services:
+            pooled = [r for r in results if r.service == s]
+            rows.append(summarize_service(s, ALL_DATASETS, pooled))
+    return Summary(services=rows, pairwise=pairwise_tests(results, datasets))

@@ -1,0 +1,227 @@
+"""Reports: the four output files, their content, and report.html rendered offline
+by headless Chromium with its plots visible."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from orchestrator.models import PageResult, RunInfo
+from orchestrator.report import PALETTE, page_columns, render_table, write_outputs
+from orchestrator.scoring import prepare_page, score_empty, score_extraction
+from orchestrator.statistics import summarize
+from shared.contract import Block
+
+SERVICES = ("careful", "greedy", "shy", "broken")
+DATASETS = ("alpha", "beta")
+PAGES = 8
+
+
+def make_results() -> list[PageResult]:
+    """Real scores of hand-made pages: 'careful' keeps the article, 'greedy' keeps
+    everything, 'shy' keeps a third, 'broken' fails or skips."""
+    results = []
+    for dataset in DATASETS:
+        for i in range(PAGES):
+            nav = [f"nav{j}" for j in range(5 + i)]
+            article = [f"word{(7 * j + i) % 53}" for j in range(40 + 3 * i)]
+            html = (f"<html><body><div>{' '.join(nav)}</div><p>{' '.join(article)}</p>"
+                    "<div>footer links</div></body></html>")
+            ref = prepare_page(html, " ".join(article))
+            extracts = {
+                "careful": " ".join(article[: len(article) - i]),
+                "greedy": " ".join(nav + article + ["footer", "links"]),
+                "shy": " ".join(article[: len(article) // 3 + i]),
+            }
+            blocks = [Block(text=" ".join(nav), is_content=i % 3 == 0),
+                      Block(text=" ".join(article), is_content=True),
+                      Block(text="footer links", is_content=False)]
+            base = {"run_id": "run-1", "dataset": dataset, "page_id": f"page-{i}"}
+            for service, text in extracts.items():
+                results.append(PageResult(
+                    **base, service=service, status="ok", elapsed_ms=float(10 + i), text=text,
+                    scores=score_extraction(ref, text, blocks if service == "careful" else None)))
+            if i % 2:
+                results.append(PageResult(**base, service="broken", status="error",
+                                          error="ConnectError: refused", scores=score_empty(ref)))
+            else:
+                results.append(PageResult(**base, service="broken", status="skipped",
+                                          error="no feed"))
+    return results
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Path], list[PageResult]]:
+    results = make_results()
+    run = RunInfo(id="run-1", datasets=list(DATASETS), services=list(SERVICES),
+                  status="finished", counts={"total": len(results)})
+    return write_outputs(tmp_path_factory.mktemp("report"), run, results), results
+
+
+def test_results_json(outputs: tuple[dict[str, Path], list[PageResult]]) -> None:
+    paths, results = outputs
+    document = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert document["run"]["id"] == "run-1"
+    assert len(document["pages"]) == len(results)
+    assert all("text" not in row for row in document["pages"])
+    assert document["pages"][0]["text_chars"] == len(results[0].text)
+    rows = {(r["service"], r["dataset"]): r for r in document["summary"]["services"]}
+    # 4 services x (2 datasets + pooled)
+    assert len(rows) == 12
+    careful = rows[("careful", "alpha")]
+    expected = np.mean([r.scores.word.f1 for r in results if r.scores and
+                        r.service == "careful" and r.dataset == "alpha"])
+    assert careful["levels"]["word"]["macro"]["f1"]["mean"] == pytest.approx(expected)
+    assert "block" in careful["levels"]
+    assert "block" not in rows[("greedy", "alpha")]["levels"]
+    broken = rows[("broken", "(all)")]
+    assert (broken["errors"], broken["skipped"], broken["levels"]["word"]["pages"]) == (8, 8, 8)
+    assert document["summary"]["pairwise"]
+
+
+def test_pages_csv(outputs: tuple[dict[str, Path], list[PageResult]]) -> None:
+    paths, results = outputs
+    with paths["csv"].open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == page_columns()
+        rows = list(reader)
+    assert len(rows) == len(results)
+    for row, result in zip(rows, results, strict=True):
+        assert (row["service"], row["page_id"], row["status"]) == (
+            result.service, result.page_id, result.status)
+        if result.scores is None:
+            assert row["word_f1"] == ""
+        else:
+            assert int(row["word_tp"]) == result.scores.word.tp
+            assert float(row["word_f1"]) == pytest.approx(result.scores.word.f1, abs=1e-6)
+            assert float(row["bag_recall"]) == pytest.approx(result.scores.word_bag.recall,
+                                                             abs=1e-6)
+    assert {row["error"] for row in rows if row["status"] == "error"} == {"ConnectError: refused"}
+
+
+def test_summary_markdown_and_terminal_table(
+        outputs: tuple[dict[str, Path], list[PageResult]]) -> None:
+    paths, results = outputs
+    text = paths["markdown"].read_text(encoding="utf-8")
+    table_lines = [line for line in text.splitlines() if line.startswith("| careful |")]
+    assert len(table_lines) == 3  # alpha, beta, pooled
+    assert "word F1 (95% CI)" in text
+    assert "Wilcoxon" in text
+    summary = summarize(results)
+    console = Console(record=True, width=200)
+    table = render_table(summary)
+    console.print(table)
+    rendered = console.export_text()
+    assert table.row_count == len(summary.services)
+    for service in SERVICES:
+        assert service in rendered
+
+
+def test_report_html_is_self_contained(outputs: tuple[dict[str, Path], list[PageResult]]) -> None:
+    html = outputs[0]["html"].read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>")
+    for pattern in (r"<script", r"<link", r"@import", r"url\(", r"https?://", r"\bsrc\s*="):
+        assert not re.search(pattern, html, re.IGNORECASE), pattern
+    for plot in ("plot-f1-distribution", "plot-precision-recall", "plot-dataset-bars"):
+        assert re.search(rf'<svg class="plot" id="{plot}"', html)
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip("no chromium binary on PATH (Debian package 'chromium')")
+
+
+def _run_chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[bytes]:
+    command = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+               "--no-first-run", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
+               *args]
+    return subprocess.run(command, capture_output=True, timeout=120, check=True)
+
+
+def _png_pixels(data: bytes) -> np.ndarray:
+    """Decode an 8-bit RGB/RGBA PNG (all five row filters) into a height x width x
+    channels array: enough to look at a Chromium screenshot without Pillow."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, b""
+    width = height = channels = 0
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos:pos + 4])
+        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour_type = struct.unpack(">IIBB", body[:10])
+            assert depth == 8
+            channels = {2: 3, 6: 4}[colour_type]
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = np.frombuffer(zlib.decompress(idat), dtype=np.uint8).reshape(height, -1)
+    stride = width * channels
+    out = np.zeros((height, stride), dtype=np.uint8)
+    prior = np.zeros(stride, dtype=np.int32)
+    for y in range(height):
+        kind, line = raw[y, 0], raw[y, 1:].astype(np.int32)
+        if kind == 0:
+            row = line
+        elif kind == 2:
+            row = (line + prior) & 0xFF
+        elif kind == 1:
+            row = line.copy()
+            for c in range(channels):  # cumulative sum per channel
+                row[c::channels] = np.cumsum(line[c::channels]) & 0xFF
+        else:
+            row = line.copy()
+            for x in range(stride):
+                left = row[x - channels] if x >= channels else 0
+                up = prior[x]
+                if kind == 3:
+                    row[x] = (line[x] + ((left + up) >> 1)) & 0xFF
+                else:
+                    up_left = prior[x - channels] if x >= channels else 0
+                    p = left + up - up_left
+                    pa, pb, pc = abs(p - left), abs(p - up), abs(p - up_left)
+                    pred = left if pa <= pb and pa <= pc else (up if pb <= pc else up_left)
+                    row[x] = (line[x] + pred) & 0xFF
+        out[y] = row
+        prior = row
+    return out.reshape(height, width, channels)
+
+
+def test_report_renders_in_headless_chromium(
+        outputs: tuple[dict[str, Path], list[PageResult]], tmp_path: Path) -> None:
+    report = outputs[0]["html"]
+    dom = _run_chromium(["--dump-dom", report.as_uri()], tmp_path / "profile-dom")
+    rendered = dom.stdout.decode("utf-8")
+    for plot in ("plot-f1-distribution", "plot-precision-recall", "plot-dataset-bars"):
+        assert f'id="{plot}"' in rendered
+    scored = sum(1 for r in outputs[1] if r.scores is not None)
+    # every scored page is a dot in the distribution and in the scatter plot
+    assert rendered.count('class="point"') == 2 * scored
+    assert rendered.count('class="bar"') == len(SERVICES) * len(DATASETS)
+    assert rendered.count('class="box"') == len(SERVICES) * len(DATASETS)
+
+    shot = tmp_path / "report.png"
+    _run_chromium([f"--screenshot={shot}", "--window-size=1280,2000", report.as_uri()],
+                  tmp_path / "profile-shot")
+    pixels = _png_pixels(shot.read_bytes())[:, :, :3]
+    assert pixels.shape[:2] == (2000, 1280)
+    colours = {tuple(int(v) for v in px) for px in pixels.reshape(-1, 3)[::7]}
+    assert len(colours) > 50  # text, table, plots: far from a blank page
+    # the bars of the first three services are drawn in their palette colours
+    for hex_colour in PALETTE[1:4]:
+        rgb = tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+        matches = np.all(pixels == np.array(rgb, dtype=np.uint8), axis=2).sum()
+        assert matches > 500, (hex_colour, int(matches))

@@ -1,0 +1,155 @@
+"""Statistics: bootstrap intervals, macro against micro figures, Wilcoxon and Holm."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import orchestrator.statistics as statistics
+from orchestrator.models import Counts, PageResult, PageScores
+from orchestrator.statistics import (
+    ALL_DATASETS,
+    bootstrap_ci,
+    describe,
+    holm,
+    summarize,
+    wilcoxon_test,
+)
+
+
+def result(service: str, page: str, counts: Counts | None, *, dataset: str = "d",
+           status: str = "ok", block: Counts | None = None) -> PageResult:
+    scores = None if counts is None else PageScores(word=counts, word_bag=counts, block=block)
+    return PageResult.model_validate({
+        "run_id": "r", "dataset": dataset, "page_id": page, "service": service,
+        "status": status, "scores": scores, "elapsed_ms": 5.0 if status == "ok" else None,
+        "error": None if status == "ok" else "reason"})
+
+
+def counts_with_f1(tp: int, fp: int, fn: int) -> Counts:
+    return Counts(tp=tp, fp=fp, fn=fn, tn=1)
+
+
+def test_bootstrap_interval_contains_the_mean_and_is_reproducible() -> None:
+    rng = np.random.default_rng(7)
+    for n in (2, 5, 40, 300):
+        values = rng.beta(2, 1, size=n)
+        low, high = bootstrap_ci(values)
+        assert low <= values.mean() <= high
+        assert values.min() <= low
+        assert high <= values.max()
+        assert bootstrap_ci(values) == (low, high)  # fixed seed
+    assert bootstrap_ci([0.4]) == (0.4, 0.4)
+    with pytest.raises(ValueError, match="no values"):
+        bootstrap_ci([])
+
+
+def test_bootstrap_interval_narrows_with_more_pages() -> None:
+    rng = np.random.default_rng(3)
+    small, large = rng.uniform(size=20), rng.uniform(size=2000)
+    width_small = np.subtract(*bootstrap_ci(small)[::-1])
+    width_large = np.subtract(*bootstrap_ci(large)[::-1])
+    assert width_large < width_small / 4
+
+
+def test_bootstrap_chunking_draws_the_same_resamples(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = np.random.default_rng(1).uniform(size=50)
+    whole = bootstrap_ci(values)
+    monkeypatch.setattr(statistics, "_BOOTSTRAP_CHUNK_CELLS", 170)  # 3 resamples per call
+    assert bootstrap_ci(values) == pytest.approx(whole)
+
+
+def test_describe_matches_numpy() -> None:
+    values = [0.1, 0.5, 0.9, 0.7]
+    summary = describe(values)
+    assert summary.n == 4
+    assert summary.mean == pytest.approx(np.mean(values))
+    assert summary.median == pytest.approx(0.6)
+    assert summary.std == pytest.approx(np.std(values, ddof=1))
+    empty = describe([])
+    assert (empty.n, empty.mean, empty.ci_low) == (0, None, None)
+    assert describe([0.3]).std == 0.0
+
+
+def test_micro_and_macro_figures_on_hand_data() -> None:
+    results = [result("a", "p1", Counts(tp=1, fp=0, fn=9, tn=0)),
+               result("a", "p2", Counts(tp=90, fp=10, fn=0, tn=0))]
+    word = summarize(results).get("a", "d").levels["word"]
+    assert word.pages == 2
+    assert word.counts == Counts(tp=91, fp=10, fn=9, tn=0)
+    f1_page1, f1_page2 = 2 * 0.1 / 1.1, 2 * 0.9 / 1.9
+    assert word.macro["f1"].mean == pytest.approx((f1_page1 + f1_page2) / 2)
+    assert word.macro["precision"].mean == pytest.approx(0.95)
+    assert word.micro["f1"] == pytest.approx(182 / 201)
+    assert word.micro["precision"] == pytest.approx(91 / 101)
+    assert word.micro["recall"] == pytest.approx(0.91)
+
+
+def test_errors_count_as_scored_empty_output_and_skips_are_left_out() -> None:
+    empty = Counts(tp=0, fp=0, fn=10, tn=5)
+    results = [result("a", "p1", Counts(tp=10, fp=0, fn=0, tn=5)),
+               result("a", "p2", empty, status="error"),
+               result("a", "p3", None, status="error"),
+               result("a", "p4", None, status="skipped")]
+    row = summarize(results).get("a", "d")
+    assert (row.pages, row.ok, row.errors, row.skipped, row.unscored) == (4, 1, 2, 1, 1)
+    assert row.levels["word"].pages == 2
+    assert row.levels["word"].macro["f1"].mean == pytest.approx(0.5)
+    assert row.elapsed_ms_median == 5.0
+    assert "block" not in row.levels
+
+
+def test_block_level_only_where_blocks_were_scored() -> None:
+    results = [result("a", "p1", Counts(tp=1), block=Counts(tp=2, fp=2)),
+               result("a", "p2", Counts(tp=1), block=None)]
+    block = summarize(results).get("a", "d").levels["block"]
+    assert block.pages == 1
+    assert block.macro["precision"].mean == pytest.approx(0.5)
+
+
+def test_pooled_rows_with_several_datasets() -> None:
+    results = [result("a", "p1", Counts(tp=1), dataset="x"),
+               result("a", "p1", Counts(fn=1), dataset="y")]
+    summary = summarize(results)
+    assert [(r.dataset, r.pages) for r in summary.services] == [
+        ("x", 1), ("y", 1), (ALL_DATASETS, 2)]
+    assert summary.get("a", ALL_DATASETS).levels["word"].macro["f1"].mean == pytest.approx(0.5)
+
+
+def test_wilcoxon_matches_scipy_on_shared_pages() -> None:
+    rng = np.random.default_rng(11)
+    results = []
+    f1_a, f1_b = {}, {}
+    for i in range(30):
+        a = Counts(tp=int(rng.integers(1, 50)), fp=int(rng.integers(0, 30)), fn=3)
+        b = Counts(tp=int(rng.integers(1, 50)), fp=int(rng.integers(0, 10)), fn=9)
+        results += [result("a", f"p{i}", a), result("b", f"p{i}", b)]
+        f1_a[f"p{i}"], f1_b[f"p{i}"] = a.f1, b.f1
+    results.append(result("a", "only-a", Counts(tp=5)))  # not shared: left out of the test
+    (test,) = summarize(results).pairwise
+    expected = stats.wilcoxon([f1_a[f"p{i}"] for i in range(30)],
+                              [f1_b[f"p{i}"] for i in range(30)])
+    assert (test.service_a, test.service_b, test.n) == ("a", "b", 30)
+    assert test.p_value == pytest.approx(float(expected.pvalue))
+    assert test.statistic == pytest.approx(float(expected.statistic))
+    assert test.p_holm == pytest.approx(test.p_value)  # one test: Holm changes nothing
+
+
+def test_wilcoxon_zero_differences_and_too_few_pages() -> None:
+    same = {f"p{i}": 0.5 for i in range(10)}
+    identical = wilcoxon_test("d", "a", "b", same, dict(same))
+    assert (identical.p_value, identical.statistic, identical.n_nonzero) == (1.0, None, 0)
+    assert "identical" in identical.note
+    few = wilcoxon_test("d", "a", "b", {"p1": 0.1, "p2": 0.2}, {"p1": 0.3, "p2": 0.9})
+    assert (few.p_value, few.n) == (None, 2)
+    assert "too few" in few.note
+    none = wilcoxon_test("d", "a", "b", {"p1": 0.1}, {"p2": 0.3})
+    assert (none.n, none.p_value) == (0, None)
+    assert "no pages" in none.note
+
+
+def test_holm_adjustment_by_hand() -> None:
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    assert holm([]) == []
