@@ -28,18 +28,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import httpx
-from pydantic import BaseModel, Field, ValidationError
+import orjson
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from orchestrator.datasets import Dataset, Page, in_memory, open_folder
-from orchestrator.models import PageResult, RunInfo
+from orchestrator.models import PageResult, PageScores, RunInfo
 from orchestrator.scoring import PageReference, prepare_page, score_empty, score_extraction
 from orchestrator.store import Store
 from shared.contract import Block, ExtractReply, PageError
@@ -87,12 +90,49 @@ class RunSpec(BaseModel):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one extraction came back with: text and blocks, or an error reason."""
+    """What one extraction came back with: text and blocks, or an error reason.
+
+    `elapsed_ms` is the whole round trip; `extract_ms` the part the service (or
+    worker) reports for itself; `parse_ms` turning its reply into Blocks."""
 
     text: str = ""
     blocks: Sequence[Block] = ()
     elapsed_ms: float | None = None
     error: str | None = None
+    extract_ms: float | None = None
+    parse_ms: float = 0.0
+
+
+@dataclass
+class RunTimings:
+    """Where a run's time goes, summed over its pages and services, in seconds.
+
+    Pass one to execute_run to have it filled (benchmarks/throughput.py). The
+    phases overlap in time (pages and services run concurrently), so their sum
+    exceeds the wall time: they say where the work is, not the critical path.
+    """
+
+    prepare_s: float = 0.0  # decode + tokenise each page and its gold, once per page
+    extract_s: float = 0.0  # inside the extractors (as the service or worker reports)
+    transport_s: float = 0.0  # round trip minus extraction: HTTP or worker IPC, queueing
+    parse_s: float = 0.0  # reply JSON to Blocks
+    score_s: float = 0.0  # score_extraction / score_empty
+    store_s: float = 0.0  # writing each result to the store
+    extractions: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, phase: str, seconds: float) -> None:
+        """Add to one phase (`score`, `prepare`, ...); safe from the scoring threads."""
+        with self._lock:
+            setattr(self, f"{phase}_s", getattr(self, f"{phase}_s") + seconds)
+
+    def add_outcome(self, outcome: Outcome) -> None:
+        with self._lock:
+            self.extractions += 1
+            self.parse_s += outcome.parse_ms / 1000
+            if outcome.elapsed_ms is not None and outcome.extract_ms is not None:
+                self.extract_s += outcome.extract_ms / 1000
+                self.transport_s += max(outcome.elapsed_ms - outcome.extract_ms, 0.0) / 1000
 
 
 class Extractor(Protocol):
@@ -103,6 +143,7 @@ class Extractor(Protocol):
     async def aclose(self) -> None: ...
 
 
+_JSON = {"content-type": "application/json"}
 # Transport failures worth another attempt: the service was not there or went away.
 _RETRYABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError,
               httpx.ReadError, httpx.WriteError, httpx.PoolTimeout)
@@ -128,6 +169,7 @@ class HttpExtractor:
 
     async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome:
         url = f"{self.spec.url(service)}/extract"
+        payload = _encode_request({"html": html, "url": None, "options": options})
         attempts = 1 if self.down[service] else self.spec.retries + 1
         last = "no attempt"
         connection_failed = False
@@ -137,8 +179,7 @@ class HttpExtractor:
             try:
                 async with self.semaphores[service]:
                     started = time.perf_counter()  # time in the service, not in the queue
-                    reply = await self.client.post(
-                        url, json={"html": html, "url": None, "options": options})
+                    reply = await self.client.post(url, content=payload, headers=_JSON)
             except _RETRYABLE as exc:
                 connection_failed = True
                 last = f"cannot reach {url}: {type(exc).__name__}: {exc}".rstrip(": ")
@@ -155,11 +196,13 @@ class HttpExtractor:
             self.down[service] = False
             if reply.status_code != 200:
                 return Outcome(error=f"HTTP {reply.status_code}: {_error_text(reply)}")
+            parse_started = time.perf_counter()
             try:
                 body = ExtractReply.model_validate_json(reply.content)
             except ValidationError as exc:
                 return Outcome(error=f"invalid reply from {service}: {exc.errors()[0]['msg']}")
-            return Outcome(body.text, body.blocks, round(elapsed, 3))
+            return Outcome(body.text, body.blocks, round(elapsed, 3), extract_ms=body.elapsed_ms,
+                           parse_ms=(time.perf_counter() - parse_started) * 1000)
         if connection_failed:
             self.down[service] = True
         suffix = f" (after {attempts} attempts)" if attempts > 1 else ""
@@ -167,6 +210,15 @@ class HttpExtractor:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _encode_request(body: dict[str, Any]) -> bytes:
+    """orjson, several times faster than the stdlib encoder behind httpx's json=; the
+    stdlib one for text orjson refuses (lone surrogates), which the service then judges."""
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        return json.dumps(body).encode()
 
 
 def _error_text(reply: httpx.Response) -> str:
@@ -178,6 +230,9 @@ def _error_text(reply: httpx.Response) -> str:
     if isinstance(body, dict) and "error" in body:
         return f"{body['error']}: {body.get('detail', '')}"[:500]
     return reply.text[:200]
+
+
+_BLOCKS = TypeAdapter(list[Block])
 
 
 class EmbeddedExtractor:
@@ -208,8 +263,11 @@ class EmbeddedExtractor:
                 result = await self.pools[service].run(html, options, None, self.spec.timeout_s)
             except (ExtractionTimeoutError, ExtractionFailedError, PoolBusyError, PageError) as exc:
                 return Outcome(error=f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
-        blocks = [Block.model_validate(b) for b in result.blocks]
-        return Outcome(result.text, blocks, round((time.perf_counter() - started) * 1000, 3))
+        elapsed = (time.perf_counter() - started) * 1000
+        parse_started = time.perf_counter()
+        blocks = _BLOCKS.validate_json(result.blocks_json)
+        return Outcome(result.text, blocks, round(elapsed, 3), extract_ms=result.extract_ms,
+                       parse_ms=(time.perf_counter() - parse_started) * 1000)
 
     async def aclose(self) -> None:
         await asyncio.gather(*(pool.close() for pool in self.pools.values()))
@@ -283,12 +341,50 @@ def _prepare(page: Page) -> _Prepared:
     return _Prepared(html, prepare_page(html, page.gold), None)
 
 
+class PreparedPages:
+    """Pages loaded and prepared for scoring once, shared by every service of a run.
+
+    Services move through the test set at their own pace, so the first to reach a
+    page prepares it (in a thread) and the others await the same task; the entry
+    is dropped when the last service that needs the page is done with it. At most
+    `limit` entries are kept: when a slow service lags further behind, the oldest
+    entries go and that service prepares its page again, trading a little work for
+    bounded memory.
+    """
+
+    def __init__(self, load: Callable[[Dataset, str], tuple[Page, _Prepared]],
+                 needed: dict[tuple[str, str], int], limit: int = 256) -> None:
+        self.load = load
+        self.needed = dict(needed)
+        self.limit = limit
+        self.entries: dict[tuple[str, str], asyncio.Task[tuple[Page, _Prepared]]] = {}
+
+    async def get(self, dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
+        key = (dataset.name, page_id)
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = asyncio.create_task(asyncio.to_thread(self.load, dataset, page_id))
+            self.entries[key] = entry
+            while len(self.entries) > self.limit:
+                self.entries.pop(next(iter(self.entries)))
+        return await entry
+
+    def release(self, dataset_name: str, page_id: str) -> None:
+        key = (dataset_name, page_id)
+        self.needed[key] = self.needed.get(key, 1) - 1
+        if self.needed[key] <= 0:
+            self.needed.pop(key, None)
+            self.entries.pop(key, None)
+
+
 async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = None,
                       urls: dict[str, str] | None = None,
-                      extractor: Extractor | None = None) -> list[PageResult]:
+                      extractor: Extractor | None = None,
+                      timings: RunTimings | None = None) -> list[PageResult]:
     """Run (or resume) a recorded run to the end; returns all its page results.
 
     `urls` replaces the stored service URLs (a resumed run of a stack that is gone).
+    `timings`, when given, is filled with where the time went (RunTimings).
     The run ends "finished" even when services fail; "failed" only when the test set
     itself cannot be read.
     """
@@ -305,14 +401,31 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
     own_extractor = extractor is None
     extractor = extractor or make_extractor(spec)
     await extractor.start()
-    page_slots = asyncio.Semaphore(max(4, spec.concurrency * 2))
-    tasks: set[asyncio.Task[None]] = set()
     failures: list[BaseException] = []
+    warned: set[tuple[str, str]] = set()
 
     def record(result: PageResult) -> None:
+        started = time.perf_counter()
         store.add_result(result)
+        if timings is not None:
+            timings.add("store", time.perf_counter() - started)
         if progress is not None:
             progress(result)
+
+    def timed_score(score: Callable[[], PageScores]) -> PageScores:
+        started = time.perf_counter()
+        scores = score()
+        if timings is not None:
+            timings.add("score", time.perf_counter() - started)
+        return scores
+
+    def load_and_prepare(dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
+        started = time.perf_counter()
+        page = dataset.page(page_id)
+        prepared = _prepare(page)
+        if timings is not None:
+            timings.add("prepare", time.perf_counter() - started)
+        return page, prepared
 
     async def run_service(dataset: Dataset, page: Page, prepared: _Prepared,
                           service: str) -> None:
@@ -329,42 +442,54 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
                 return
             options["feed"] = page.feed
         outcome = await extractor.extract(service, prepared.html, options)
+        if timings is not None:
+            timings.add_outcome(outcome)
         ref = prepared.ref
         if outcome.error is not None:
-            scores = await asyncio.to_thread(score_empty, ref)
+            scores = await asyncio.to_thread(timed_score, lambda: score_empty(ref))
             record(PageResult(**base, status="error", error=outcome.error, scores=scores))
             return
-        scores = await asyncio.to_thread(score_extraction, ref, outcome.text, outcome.blocks)
+        scores = await asyncio.to_thread(
+            timed_score, lambda: score_extraction(ref, outcome.text, outcome.blocks))
         record(PageResult(**base, status="ok", elapsed_ms=outcome.elapsed_ms,
                           text=outcome.text, scores=scores))
 
-    async def run_page(dataset: Dataset, page_id: str, services: list[str]) -> None:
-        try:
-            page = dataset.page(page_id)
-            prepared = await asyncio.to_thread(_prepare, page)
-            if prepared.reason is not None:
-                store.add_warnings(run_id, [f"{dataset.name}/{page_id}: {prepared.reason}"])
-            await asyncio.gather(*(run_service(dataset, page, prepared, s) for s in services))
-        except Exception as exc:
-            failures.append(exc)
-        finally:
-            page_slots.release()
+    # Each service works through the pages at its own pace (`concurrency` lanes each),
+    # so a slow or dead service never holds up the others; pages are prepared once
+    # and shared through PreparedPages while services still need them.
+    work = {service: [(dataset, page_id) for dataset in datasets for page_id in dataset.ids
+                      if (dataset.name, page_id, service) not in done]
+            for service in spec.services}
+    pending_services: dict[tuple[str, str], int] = {}
+    for items in work.values():
+        for dataset, page_id in items:
+            key = (dataset.name, page_id)
+            pending_services[key] = pending_services.get(key, 0) + 1
+    pages = PreparedPages(load_and_prepare, pending_services)
 
+    async def lane(service: str, queue: Iterator[tuple[Dataset, str]]) -> None:
+        for dataset, page_id in queue:
+            if failures:
+                return
+            try:
+                page, prepared = await pages.get(dataset, page_id)
+                if prepared.reason is not None and (dataset.name, page_id) not in warned:
+                    warned.add((dataset.name, page_id))
+                    store.add_warnings(run_id, [f"{dataset.name}/{page_id}: {prepared.reason}"])
+                await run_service(dataset, page, prepared, service)
+            except Exception as exc:
+                failures.append(exc)
+                return
+            finally:
+                pages.release(dataset.name, page_id)
+
+    lanes_per_service = spec.workers if spec.backend == "embedded" else spec.concurrency
+    tasks = []
+    for service, items in work.items():
+        queue = iter(items)  # shared by the service's lanes: each item is taken once
+        tasks += [asyncio.create_task(lane(service, queue)) for _ in range(lanes_per_service)]
     try:
-        for dataset in datasets:
-            for page_id in dataset.ids:
-                pending = [s for s in spec.services if (dataset.name, page_id, s) not in done]
-                if not pending:
-                    continue
-                await page_slots.acquire()
-                if failures:
-                    page_slots.release()
-                    break
-                task = asyncio.create_task(run_page(dataset, page_id, pending))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-        if tasks:
-            await asyncio.gather(*tasks)
+        await asyncio.gather(*tasks)
     except BaseException:
         for task in tasks:
             task.cancel()
