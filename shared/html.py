@@ -32,9 +32,48 @@ BLOCK_LEVEL = frozenset(
 )
 _XML_BAD = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _SPACE = re.compile(r"\s+")
+# Every byte but the C0 controls _XML_BAD removes (its other characters, U+FFFE,
+# U+FFFF and surrogates, are multi-byte in UTF-8 and are looked for apart).
+_NOT_BAD_BYTES = bytes(b for b in range(256) if not (b < 0x20 and b not in (0x09, 0x0A, 0x0D)))
 
 _PARSER = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True,
                                huge_tree=True)
+# libxml2 stops parsing at 2048 nested elements and silently drops the rest of the
+# page, text after the deep part included. Its SAX events have no such limit, so a
+# page that hits it is parsed again through _DepthCappedBuilder, which keeps every
+# piece of text but no element deeper than this (browsers flatten too; Chrome at 512).
+_MAX_DEPTH = 2000
+
+
+def _new_parser() -> lxml.html.HTMLParser:
+    """A parser of our own per call: its error log then tells about this parse only."""
+    return lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True,
+                                huge_tree=True)
+
+
+class _DepthCappedBuilder:
+    """Parser target building the tree libxml2 would, with elements deeper than
+    _MAX_DEPTH flattened: their tags dropped, their text kept in the deepest kept one."""
+
+    def __init__(self) -> None:
+        self._builder = etree.TreeBuilder(parser=_PARSER)  # HtmlElement classes
+        self._depth = 0
+
+    def start(self, tag: str, attrib: dict[str, str]) -> None:
+        self._depth += 1
+        if self._depth <= _MAX_DEPTH:
+            self._builder.start(tag, attrib)
+
+    def end(self, tag: str) -> None:
+        if self._depth <= _MAX_DEPTH:
+            self._builder.end(tag)
+        self._depth -= 1
+
+    def data(self, data: str) -> None:
+        self._builder.data(data)
+
+    def close(self) -> etree._Element:
+        return self._builder.close()
 
 
 def clean_text(text: str) -> str:
@@ -42,13 +81,36 @@ def clean_text(text: str) -> str:
     return _XML_BAD.sub(" ", text)
 
 
+def _utf8_for_libxml2(html: str) -> bytes:
+    """The page as UTF-8 without the characters libxml2 refuses.
+
+    Most pages hold none: checking the encoded bytes in C (translate, memchr)
+    costs a tenth of the regex substitution, which only runs when needed."""
+    try:
+        data = html.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates
+        return clean_text(html).encode("utf-8", errors="replace")
+    if data.translate(None, _NOT_BAD_BYTES) or b"\xef\xbf\xbe" in data or b"\xef\xbf\xbf" in data:
+        return clean_text(html).encode("utf-8", errors="replace")
+    return data
+
+
 def parse_html(html: str) -> lxml.html.HtmlElement:
     """Parse decoded page text into an lxml tree rooted at <html>; never raises."""
-    data = clean_text(html).encode("utf-8", errors="replace")
+    data = _utf8_for_libxml2(html)
+    parser = _new_parser()
     try:
-        root = lxml.html.document_fromstring(data, parser=_PARSER)
+        root = lxml.html.document_fromstring(data, parser=parser)
     except (etree.ParserError, ValueError):
         root = lxml.html.document_fromstring(b"<html><body></body></html>", parser=_PARSER)
+    if any("Excessive depth" in entry.message for entry in parser.error_log):
+        capped = lxml.html.HTMLParser(encoding="utf-8", target=_DepthCappedBuilder())
+        try:
+            deep_root = etree.fromstring(data, parser=capped)
+        except (etree.LxmlError, ValueError, AssertionError):
+            deep_root = None  # keep what the normal parse gave
+        if isinstance(deep_root, lxml.html.HtmlElement) and tag_name(deep_root) == "html":
+            root = deep_root
     return root
 
 

@@ -1,0 +1,456 @@
+"""Security of the services and the orchestrator API at the HTTP level.
+
+- Request size limits on every endpoint that reads a body (declared length and
+  chunked bodies without one); endpoints that take no body never read it.
+- The optional bearer token (BOILERBENCH_TOKEN for a service,
+  BOILERBENCH_API_TOKEN for the orchestrator) on every endpoint but /health.
+- Services and the orchestrator bind to 127.0.0.1 by default outside containers
+  (the settings' defaults and the launcher's processes).
+- No endpoint fetches a URL unless configured to: no extractor follows the page
+  URL or the links in a page, rss fetches `feed_url` only when allowed and only
+  from allow-listed hosts, the orchestrator takes datasets by path under its
+  allowed roots only and never service URLs from a request.
+- The orchestrator's upload refuses archive bombs, absolute paths, `..` and links
+  (the library-level cases are in tests/test_datasets.py; here the HTTP replies).
+
+Kit-level checks that need no extraction run in-process (httpx's ASGITransport
+without the lifespan: the token and the size limit answer before any worker is
+needed, and a request that gets past them meets 503 not_ready).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import os
+import stat
+import tarfile
+import threading
+import zipfile
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import PlainTextResponse
+from fastapi.routing import APIRoute
+
+from orchestrator.api import ApiSettings, create_app
+from orchestrator.config import RunConfig
+from orchestrator.launcher import LocalStack
+from shared.contract import ErrorReply, PageError
+from shared.registry import SERVICES
+from shared.service import create_service_app
+from shared.settings import ServiceSettings
+from tests.servers import free_port, serve_app
+
+LIMIT = 64 * 1024
+PAGE = "<html><body><p>The harbour bridge opened again after repairs.</p></body></html>"
+
+
+def assert_error(reply: httpx.Response, status: int) -> ErrorReply:
+    assert reply.status_code == status, reply.text[:500]
+    assert reply.headers["content-type"].startswith("application/json")
+    return ErrorReply.model_validate(reply.json())
+
+
+async def _chunks(total: int, size: int = 16 * 1024) -> AsyncIterator[bytes]:
+    """A body without Content-Length (chunked), so only the streaming count can stop it."""
+    yield b"<html><body><p>"
+    sent = 0
+    while sent < total:
+        yield b"a" * size
+        sent += size
+
+
+def _in_process(app: FastAPI, calls: list[tuple[str, str, dict[str, Any]]]
+                ) -> list[httpx.Response]:
+    """Send requests to an app in-process (no lifespan, no workers)."""
+    async def go() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return [await client.request(method, path, **kwargs)
+                    for method, path, kwargs in calls]
+
+    return asyncio.run(go())
+
+
+# ---- services: size limits and token ---------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_service_body_limit_on_every_body_endpoint(name: str) -> None:
+    app = create_service_app(SERVICES[name].algorithm(), ServiceSettings(max_body_bytes=LIMIT))
+    body_routes = sorted(
+        (method, route.path) for route in app.routes if isinstance(route, APIRoute)
+        for method in route.methods or () if method in {"POST", "PUT", "PATCH"}
+    )
+    assert ("POST", "/extract") in body_routes
+    over = b"<p>" + b"a" * LIMIT
+    json_over = orjson.dumps({"html": "<p>" + "a" * LIMIT + "</p>"})
+    calls: list[tuple[str, str, dict[str, Any]]] = []
+    for method, path in body_routes:
+        calls += [
+            (method, path, {"content": over, "headers": {"content-type": "text/html"}}),
+            (method, path, {"content": json_over,
+                            "headers": {"content-type": "application/json"}}),
+            (method, path, {"content": _chunks(2 * LIMIT),
+                            "headers": {"content-type": "text/html"}}),
+        ]
+    for reply in _in_process(app, calls):
+        assert_error(reply, 413)
+    # Exactly the limit passes the size check (and meets the not-yet-started pool).
+    at_limit = b"<p>" + b"a" * (LIMIT - 3)
+    [reply] = _in_process(app, [("POST", "/extract", {"content": at_limit,
+                                                      "headers": {"content-type": "text/html"}})])
+    assert_error(reply, 503)
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_service_token_on_every_endpoint_but_health(name: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOILERBENCH_TOKEN", "s3cret-token")
+    settings = ServiceSettings()
+    assert settings.token == "s3cret-token", "the token comes from the environment"
+    app = create_service_app(SERVICES[name].algorithm(), settings)
+    html = {"content-type": "text/html"}
+    good = {"authorization": "Bearer s3cret-token"}
+    wrong = {"authorization": "Bearer s3cret-tokeN"}
+
+    def page(headers: dict[str, str]) -> dict[str, Any]:
+        return {"content": PAGE.encode(), "headers": {**html, **headers}}
+
+    replies = _in_process(app, [
+        ("POST", "/extract", page({})),
+        ("POST", "/extract", page(wrong)),
+        ("POST", "/extract", page({"authorization": "s3cret-token"})),
+        ("GET", "/info", {}),
+        ("GET", "/info", {"headers": wrong}),
+        ("GET", "/info", {"headers": good}),
+        ("POST", "/extract", page(good)),
+        ("GET", "/health", {}),
+        # The token is checked before the body is read: an unauthorised 20 MB body is not.
+        ("POST", "/extract", {"content": b"a" * (20 * 1024 * 1024),
+                              "headers": {"content-type": "text/html"}}),
+    ])
+    for reply in replies[:5]:
+        assert_error(reply, 401)
+    assert replies[5].status_code == 200
+    assert replies[5].json()["name"] == name
+    assert_error(replies[6], 503)  # authorised; the workers of this in-process app never start
+    assert replies[7].status_code == 503  # /health answers without a token (not ready here)
+    assert_error(replies[8], 401)
+
+
+def test_chunked_body_over_the_limit_over_real_http() -> None:
+    """uvicorn streams a chunked body; the service stops reading it at the limit."""
+    app = create_service_app(SERVICES["justext"].algorithm(),
+                             ServiceSettings(max_body_bytes=LIMIT, time_limit_s=10))
+
+    def chunks() -> Iterator[bytes]:
+        yield b"<html><body><p>"
+        for _ in range(4096):  # 64 MB offered; the reply comes after the first ~64 KB
+            yield b"a" * 16384
+
+    with serve_app(app) as url:
+        try:
+            reply = httpx.post(f"{url}/extract", content=chunks(),
+                               headers={"content-type": "text/html"}, timeout=60)
+        except httpx.WriteError:
+            pass  # the server answered 413 and closed before we finished sending
+        else:
+            assert_error(reply, 413)
+        ok = httpx.post(f"{url}/extract", content=PAGE.encode(),
+                        headers={"content-type": "text/html"}, timeout=60)
+        assert ok.status_code == 200, ok.text[:300]
+
+
+# ---- binding to loopback ---------------------------------------------------------------
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local IPv4/IPv6 addresses (hex, as in /proc/net/tcp*) listening on `port`."""
+    found: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not os.path.exists(table):
+            continue
+        with open(table) as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                address, hex_port = fields[1].rsplit(":", 1)
+                if fields[3] == "0A" and int(hex_port, 16) == port:
+                    found.add(address)
+    return found
+
+
+def test_services_and_orchestrator_bind_to_loopback_by_default(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BOILERBENCH_HOST", raising=False)
+    monkeypatch.delenv("BOILERBENCH_API_HOST", raising=False)
+    assert ServiceSettings().host == "127.0.0.1"
+    assert ApiSettings().host == "127.0.0.1"
+    port = free_port()
+    stack = LocalStack(["bte"], ports={"bte": port})
+    assert stack.host == "127.0.0.1"
+    with stack:
+        assert _listening_addresses(port) == {"0100007F"}, "listens on 127.0.0.1 only"
+
+
+# ---- no URL fetching unless configured -------------------------------------------------
+
+class Recorder:
+    """A local HTTP server that counts the requests it gets (the target of would-be fetches)."""
+
+    def __init__(self) -> None:
+        self.hits: list[str] = []
+        self.lock = threading.Lock()
+        app = FastAPI()
+
+        @app.get("/{path:path}")
+        async def anything(path: str, request: Request) -> PlainTextResponse:
+            with self.lock:
+                self.hits.append(path)
+            feed = ('<?xml version="1.0"?><rss version="2.0"><channel><title>t</title><item>'
+                    "<title>Harbour bridge</title><link>https://news.example/bridge</link>"
+                    "<description>The harbour bridge opened again after repairs."
+                    "</description></item></channel></rss>")
+            return PlainTextResponse(feed, media_type="application/rss+xml")
+
+        self.app = app
+
+
+@pytest.fixture(scope="module")
+def recorder() -> Iterator[tuple[Recorder, str]]:
+    rec = Recorder()
+    with serve_app(rec.app, ready_path=None) as url:
+        yield rec, url
+
+
+def _baiting_page(base: str) -> str:
+    """A page whose every kind of reference points at the recorder."""
+    return (
+        f"<html><head><base href='{base}/base/'><link rel='alternate' "
+        f"type='application/rss+xml' href='{base}/feed.xml'><link rel='stylesheet' "
+        f"href='{base}/style.css'><meta http-equiv='refresh' content='0; url={base}/refresh'>"
+        f"<link rel='canonical' href='{base}/canonical'><script src='{base}/script.js'></script>"
+        f"<style>@import url('{base}/import.css');</style></head><body>"
+        f"<iframe src='{base}/frame'></iframe><img src='{base}/image.png'>"
+        "<article><h1>Harbour bridge reopens</h1>"
+        "<p>The harbour bridge opened again after repairs. " * 5 + "</p>"
+        f"<p><a href='{base}/next'>Next page</a></p></article></body></html>"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_no_extractor_follows_the_page_url_or_its_links(
+        name: str, recorder: tuple[Recorder, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    rec, base = recorder
+    monkeypatch.delenv("BOILERBENCH_ALLOW_FETCH", raising=False)
+    algorithm = SERVICES[name].algorithm()
+    options: dict[str, Any] = {}
+    if name == "rss":
+        options = {"feed": (f'<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>'
+                            f"<link>{base}/site</link><item><title>Harbour bridge</title>"
+                            f"<link>{base}/page</link><enclosure url='{base}/enc'/>"
+                            "<description>The harbour bridge opened again after repairs."
+                            "</description></item></channel></rss>")}
+    before = len(rec.hits)
+    with contextlib.suppress(PageError):  # refusing the page is fine; fetching is not
+        algorithm.run(_baiting_page(base), options, f"{base}/page")
+    assert rec.hits[before:] == [], f"{name} fetched {rec.hits[before:]}"
+
+
+def _rss_app() -> FastAPI:
+    return create_service_app(SERVICES["rss"].algorithm(), ServiceSettings(time_limit_s=20))
+
+
+def test_rss_feed_url_refused_by_default_and_off_the_allow_list(
+        recorder: tuple[Recorder, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers inherit the environment at start, so each setting gets its own service."""
+    rec, base = recorder
+    request = {"html": _baiting_page(base), "url": "https://news.example/bridge",
+               "options": {"feed_url": f"{base}/feed.xml"}}
+    monkeypatch.delenv("BOILERBENCH_ALLOW_FETCH", raising=False)
+    monkeypatch.delenv("BOILERBENCH_FETCH_ALLOW_LIST", raising=False)
+    with serve_app(_rss_app()) as url:
+        before = len(rec.hits)
+        refused = httpx.post(f"{url}/extract", json=request, timeout=60)
+        assert "ALLOW_FETCH" in assert_error(refused, 422).detail
+        assert rec.hits[before:] == []
+    monkeypatch.setenv("BOILERBENCH_ALLOW_FETCH", "true")
+    monkeypatch.setenv("BOILERBENCH_FETCH_ALLOW_LIST", '["127.0.0.1"]')
+    port = base.rsplit(":", 1)[1]
+    with serve_app(_rss_app()) as url:
+        before = len(rec.hits)
+        # localhost reaches the recorder too, but only the host names listed may be fetched.
+        for feed_url in (f"http://localhost:{port}/feed.xml", "file:///etc/passwd",
+                         f"http://127.0.0.1.evil.test:{port}/feed.xml",
+                         f"ftp://127.0.0.1:{port}/feed.xml"):
+            reply = httpx.post(f"{url}/extract", json={**request,
+                                                       "options": {"feed_url": feed_url}},
+                               timeout=60)
+            assert_error(reply, 422)
+        assert rec.hits[before:] == []
+        allowed = httpx.post(f"{url}/extract", json=request, timeout=60)
+        assert allowed.status_code in (200, 422), allowed.text[:300]
+        assert rec.hits[before:] == ["feed.xml"], "fetched once, when configured to"
+
+
+# ---- the orchestrator API --------------------------------------------------------------
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The orchestrator on a free port with a token, a small body limit and one allowed root.
+    Its service URL points at a closed port: accepted runs end with errors, never a fetch."""
+    root = tmp_path / "allowed"
+    (root / "set" / "html").mkdir(parents=True)
+    (root / "set" / "content").mkdir(parents=True)
+    (root / "set" / "html" / "p1.html").write_text(PAGE)
+    (root / "set" / "content" / "p1.txt").write_text("The harbour bridge opened again.")
+    outside = tmp_path / "outside"
+    (outside / "html").mkdir(parents=True)
+    (outside / "content").mkdir(parents=True)
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    settings = ApiSettings(token="api-token", max_body_bytes=LIMIT, allowed_roots=[root],
+                           resume=False)
+    config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out",
+                       services=["justext"], urls={"justext": f"http://127.0.0.1:{free_port()}"},
+                       retries=0, timeout_s=5)
+    with serve_app(create_app(settings, config)) as url:
+        yield url, tmp_path
+
+
+AUTH = {"authorization": "Bearer api-token"}
+
+
+def test_orchestrator_token(api: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    url, _ = api
+    monkeypatch.setenv("BOILERBENCH_API_TOKEN", "from-env")
+    assert ApiSettings().token == "from-env"
+    assert httpx.get(f"{url}/health").status_code == 200
+    for method, path in (("GET", "/runs"), ("GET", "/runs/x"), ("GET", "/runs/x/results"),
+                         ("GET", "/runs/x/report"), ("POST", "/runs"), ("GET", "/docs"),
+                         ("GET", "/openapi.json")):
+        for headers in ({}, {"authorization": "Bearer wrong"}):
+            assert_error(httpx.request(method, f"{url}{path}", headers=headers), 401)
+    assert httpx.get(f"{url}/runs", headers=AUTH).status_code == 200
+    assert_error(httpx.get(f"{url}/runs/x", headers=AUTH), 404)
+
+
+def test_orchestrator_body_limit(api: tuple[str, Path]) -> None:
+    url, _ = api
+    pages = {"name": "big", "pages": [{"id": "p", "html": "<p>" + "a" * LIMIT, "gold": "a"}]}
+    assert_error(httpx.post(f"{url}/runs", json={"pages": pages}, headers=AUTH), 413)
+    files = {"archive": ("big.zip", b"\0" * (LIMIT + 1), "application/zip")}
+    assert_error(httpx.post(f"{url}/runs", files=files, headers=AUTH), 413)
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"pages": {"name": "x", "pages": [{"id": "p", "gold": "g", "html": "'
+        for _ in range(64):
+            yield b"a" * 16384
+
+    try:
+        reply = httpx.post(f"{url}/runs", content=chunks(),
+                           headers={**AUTH, "content-type": "application/json"}, timeout=60)
+    except httpx.WriteError:
+        pass
+    else:
+        assert_error(reply, 413)
+    assert httpx.get(f"{url}/health").status_code == 200
+
+
+def test_orchestrator_datasets_by_path_under_allowed_roots_only(
+        api: tuple[str, Path], recorder: tuple[Recorder, str]) -> None:
+    url, tmp_path = api
+    rec, base = recorder
+    before = len(rec.hits)
+    for dataset in ("/etc", str(tmp_path / "outside"), "../outside", "set/../../outside",
+                    "link", f"{base}/dataset", "file:///etc", "~"):
+        reply = httpx.post(f"{url}/runs", json={"dataset": dataset}, headers=AUTH)
+        assert_error(reply, 422)
+    # Service URLs and other unknown keys cannot come from a request.
+    inline = {"name": "inline", "pages": [{"id": "p", "html": PAGE, "gold": "harbour"}]}
+    for extra in ({"urls": {"justext": f"{base}/svc"}}, {"url": f"{base}/x"},
+                  {"feed_url": f"{base}/feed"}):
+        assert_error(httpx.post(f"{url}/runs", json={"pages": inline, **extra},
+                                headers=AUTH), 422)
+    accepted = httpx.post(f"{url}/runs", json={"dataset": "set"}, headers=AUTH)
+    assert accepted.status_code == 202, accepted.text[:300]
+    assert rec.hits[before:] == []
+
+
+def _zip(members: Sequence[tuple[str, bytes, int | None]]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data, mode in members:
+            info = zipfile.ZipInfo(name)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            if mode is not None:
+                info.external_attr = mode << 16
+            archive.writestr(info, data)
+    return buf.getvalue()
+
+
+def _tar(members: Sequence[tarfile.TarInfo | tuple[str, bytes]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as archive:
+        for member in members:
+            if isinstance(member, tarfile.TarInfo):
+                archive.addfile(member)
+            else:
+                info = tarfile.TarInfo(member[0])
+                info.size = len(member[1])
+                archive.addfile(info, io.BytesIO(member[1]))
+    return buf.getvalue()
+
+
+def _link(name: str, target: str, kind: bytes) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, target
+    return info
+
+
+GOOD = [("set/html/p1.html", PAGE.encode(), None), ("set/content/p1.txt", b"harbour bridge", None)]
+BAD_ARCHIVES = {
+    "zip_bomb": _zip([*GOOD, ("set/html/p2.html", b"\0" * (40 * 1024 * 1024), None)]),
+    "tar_bomb": _tar([(n, d) for n, d, _ in GOOD] + [("set/html/p2.html",
+                                                      b"\0" * (40 * 1024 * 1024))]),
+    "zip_absolute": _zip([*GOOD, ("/etc/cron.d/x", b"x", None)]),
+    "zip_dotdot": _zip([*GOOD, ("set/html/../../../escape.html", b"<p>x</p>", None)]),
+    "tar_absolute": _tar([(n, d) for n, d, _ in GOOD] + [("/tmp/x.html", b"<p>x</p>")]),
+    "tar_dotdot": _tar([(n, d) for n, d, _ in GOOD] + [("../x.html", b"<p>x</p>")]),
+    "zip_symlink": _zip([*GOOD, ("set/html/p3.html", b"/etc/passwd", stat.S_IFLNK | 0o777)]),
+    "tar_symlink": _tar([(n, d) for n, d, _ in GOOD]
+                        + [_link("set/html/p3.html", "/etc/passwd", tarfile.SYMTYPE)]),
+    "tar_hardlink": _tar([(n, d) for n, d, _ in GOOD]
+                         + [_link("set/html/p3.html", "/etc/passwd", tarfile.LNKTYPE)]),
+    "not_an_archive": b"PK\x03\x04 this is not really a zip",
+}
+
+
+def test_archive_bombs_fit_in_the_upload_limit() -> None:
+    """The bombs are small on the wire (so the body limit is not what stops them)."""
+    for name in ("zip_bomb", "tar_bomb"):
+        assert len(BAD_ARCHIVES[name]) < LIMIT, (name, len(BAD_ARCHIVES[name]))
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ARCHIVES))
+def test_orchestrator_upload_refuses_unsafe_archives(api: tuple[str, Path], case: str) -> None:
+    url, tmp_path = api
+    suffix = ".zip" if case.startswith(("zip", "not")) else ".tar.gz"
+    files = {"archive": (f"upload{suffix}", BAD_ARCHIVES[case], "application/octet-stream")}
+    reply = httpx.post(f"{url}/runs", files=files, headers=AUTH, timeout=60)
+    error = assert_error(reply, 422)
+    assert error.error == "invalid_archive", error
+    assert not (tmp_path / "escape.html").exists()
+    assert httpx.get(f"{url}/runs", headers=AUTH).json()["runs"] == []
+
+
+def test_orchestrator_upload_accepts_a_safe_archive(api: tuple[str, Path]) -> None:
+    url, _ = api
+    files = {"archive": ("upload.zip", _zip(GOOD), "application/zip")}
+    reply = httpx.post(f"{url}/runs", files=files, headers=AUTH, timeout=60)
+    assert reply.status_code == 202, reply.text[:300]
