@@ -29,3 +29,33 @@ def density(
     model = train(dataset, out, seed=seed, limit=limit, log=console.print)
     scores = model.metadata["candidates"][model.kind]["cross_validated_f1"]
     console.print(f"{model.kind}: cross-validated word F1 {scores}; wrote {out}")
+
+
+@train_app.command()
+def fusion(
+    dataset: Annotated[list[Path], typer.Option(
+        help="A dataset folder (html/ + content/); repeat for several.",
+        exists=True, file_okay=False)],
+    out: Annotated[Path | None, typer.Option(
+        help="The model file to write (default: services/fusion/model/fusion-v1.json).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Random seed (training is deterministic).")] = 0,
+    limit: Annotated[int | None, typer.Option(
+        help="Use only the first N pages (by id) of each dataset.")] = None,
+    workers: Annotated[int | None, typer.Option(
+        help="Processes that compute the pages' features (default: up to 2).")] = None,
+) -> None:
+    """Train the fusion service's block classifier: k-fold and cross-dataset evaluation,
+    then the model on every page, written to its model file."""
+    # Imported here: fusion needs the jusText stoplists, which an image without the
+    # fusion extra (the orchestrator's) lacks; the other commands must still load.
+    from services.fusion.model import DEFAULT_MODEL
+    from services.fusion.training import train as train_fusion
+
+    out = out or DEFAULT_MODEL
+    model = train_fusion(dataset, out, seed=seed, limit=limit, workers=workers,
+                         log=console.print)
+    evaluation = model.metadata["evaluation"]
+    console.print(f"k-fold word F1 {evaluation['kfold']['word_f1']}; cross-dataset "
+                  f"{ {k: v['word_f1'] for k, v in evaluation['cross_dataset'].items()} }; "
+                  f"wrote {out}")

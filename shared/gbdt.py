@@ -87,9 +87,10 @@ def train_gbdt(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]
     edges = [np.unique(np.quantile(x[:, f], np.linspace(0, 1, bins + 1)[1:-1]))
              for f in range(n_features)]
     n_bins = max(len(e) for e in edges) + 1
+    # Bin indices feature by feature (one contiguous row per feature): one bincount per
+    # feature and level is several times faster than one over a rows x features index.
     binned = np.stack([np.searchsorted(edges[f], x[:, f], side="left")
-                       for f in range(n_features)], axis=1)
-    flat_base = np.arange(n_features)[None, :] * n_bins + binned  # n x F
+                       for f in range(n_features)])
     valid = np.zeros((n_features, n_bins), dtype=bool)
     for f in range(n_features):
         valid[f, :len(edges[f])] = True
@@ -101,21 +102,23 @@ def train_gbdt(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]
     thresholds_out = np.full((trees, inner), np.inf)
     leaves_out = np.zeros((trees, inner + 1))
     rng = np.random.default_rng(seed)
+    every_row = np.arange(n)
     for t in range(trees):
         p = sigmoid(logit)
         g = (p - y) * w
         h = np.maximum(p * (1 - p), 1e-6) * w
-        if subsample < 1.0:
-            drawn = np.less(rng.random(n), subsample).astype(np.float64)
-            g, h = g * drawn, h * drawn
-        node = np.zeros(n, dtype=np.int64)  # index within the current level
+        rows = every_row if subsample >= 1.0 else np.flatnonzero(rng.random(n) < subsample)
+        g_rows, h_rows, binned_rows = g[rows], h[rows], binned[:, rows]
+        node = np.zeros(n, dtype=np.int64)  # index within the current level, every row
         for level in range(depth):
             width = 2**level
-            index = (node[:, None] * (n_features * n_bins) + flat_base).ravel()
-            size = width * n_features * n_bins
+            offset = node[rows] * n_bins
             shape = (width, n_features, n_bins)
-            hist_g = np.bincount(index, np.repeat(g, n_features), size).reshape(shape)
-            hist_h = np.bincount(index, np.repeat(h, n_features), size).reshape(shape)
+            hist_g, hist_h = np.empty(shape), np.empty(shape)
+            for f in range(n_features):
+                index = offset + binned_rows[f]
+                hist_g[:, f] = np.bincount(index, g_rows, width * n_bins).reshape(width, -1)
+                hist_h[:, f] = np.bincount(index, h_rows, width * n_bins).reshape(width, -1)
             gl, hl = np.cumsum(hist_g, axis=2), np.cumsum(hist_h, axis=2)
             gt, ht = gl[:, :, -1:], hl[:, :, -1:]
             gr, hr = gt - gl, ht - hl
@@ -130,10 +133,10 @@ def train_gbdt(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]
                     features_out[t, slot] = f
                     thresholds_out[t, slot] = edges[f][b]
             slots = width - 1 + node
-            right = x[np.arange(n), features_out[t, slots]] > thresholds_out[t, slots]
+            right = x[every_row, features_out[t, slots]] > thresholds_out[t, slots]
             node = 2 * node + right
-        leaf_g = np.bincount(node, g, inner + 1)
-        leaf_h = np.bincount(node, h, inner + 1)
+        leaf_g = np.bincount(node[rows], g_rows, inner + 1)
+        leaf_h = np.bincount(node[rows], h_rows, inner + 1)
         leaves_out[t] = -learning_rate * leaf_g / (leaf_h + l2)
         logit += leaves_out[t, node]
     return Gbdt(base, features_out, thresholds_out, leaves_out)

@@ -46,6 +46,7 @@ SERVICES: dict[str, ServiceEntry] = {
         ServiceEntry("trafilatura", 8007),
         ServiceEntry("readability", 8008),
         ServiceEntry("resiliparse", 8009),
+        ServiceEntry("fusion", 8010),
     )
 }
 

@@ -1,0 +1,83 @@
+"""The fusion model file: boosted trees over the block features plus the decision rule.
+
+JSON (loads without executing code), evaluated in numpy (shared.gbdt). The decision
+smooths the blocks' probabilities over their neighbours (`smoothing` kernel, content
+comes in runs) and keeps a block when its smoothed probability reaches `cut`, or
+`relative_cut` times the page's highest where that is lower (shared.gbdt.decide).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from services.fusion.features import FEATURES, Matrix
+from shared.gbdt import Gbdt, decide
+
+FORMAT = "boilerbench-fusion-model"
+FORMAT_VERSION = 1
+MODEL_DIR = Path(__file__).resolve().parent / "model"
+DEFAULT_MODEL = MODEL_DIR / "fusion-v1.json"
+
+
+@dataclass(frozen=True)
+class FusionModel:
+    """A trained block classifier, its decision rule and its metadata."""
+
+    gbdt: Gbdt
+    cut: float
+    smoothing: tuple[float, ...]
+    relative_cut: float
+    metadata: dict[str, Any]
+
+    def probabilities(self, features: Matrix) -> Matrix:
+        """Each block's probability of being content (before smoothing)."""
+        return self.gbdt.probabilities(features)
+
+    def decide(self, features: Matrix, cut: float | None = None,
+               smoothing: tuple[float, ...] | None = None
+               ) -> tuple[Matrix, npt.NDArray[np.bool_]]:
+        """Smoothed probabilities and the content decision of each block; `cut` and
+        `smoothing` override the trained rule."""
+        return decide(self.probabilities(features),
+                      self.smoothing if smoothing is None else smoothing,
+                      self.cut if cut is None else cut, self.relative_cut)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": FORMAT_VERSION, "features": list(FEATURES),
+                "cut": self.cut, "smoothing": list(self.smoothing),
+                "relative_cut": self.relative_cut, "gbdt": self.gbdt.to_json(),
+                "metadata": self.metadata}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FusionModel:
+        if data.get("format") != FORMAT or data.get("version") != FORMAT_VERSION:
+            raise ValueError(f"not a {FORMAT} file of version {FORMAT_VERSION}")
+        if tuple(data["features"]) != FEATURES:
+            raise ValueError("the model was trained on other features than this code computes")
+        return cls(Gbdt.from_json(data["gbdt"]), float(data["cut"]),
+                   tuple(float(v) for v in data["smoothing"]), float(data["relative_cut"]),
+                   dict(data["metadata"]))
+
+
+def dump_model(model: FusionModel, path: Path) -> None:
+    """Write the model as stable JSON (sorted keys: one model, one file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(model.to_json(), sort_keys=True, separators=(",", ":")) + "\n",
+                    encoding="utf-8")
+
+
+def read_model(path: Path) -> FusionModel:
+    return FusionModel.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+@functools.cache
+def default_model() -> FusionModel:
+    """The shipped model, loaded once per process."""
+    return read_model(DEFAULT_MODEL)
