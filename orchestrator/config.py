@@ -32,7 +32,8 @@ Keys (file key; environment variable `BOILERBENCH_<KEY>`; CLI flag), default in 
 - output_folder: one sub-folder per run with results.json, pages.csv, summary.md,
   report.html [results].
 - store: SQLite file of runs and page results [<output_folder>/boilerbench.sqlite].
-- services: comma list of service names [justext,boilerpipe,bte,cetd,density].
+- services: comma list of service names, or `all` for every registered service
+  [justext,boilerpipe,bte,cetd,density].
 - service.<name>.url: base URL of that service (it is then called over HTTP).
 - service.<name>.options: JSON object of that service's options [{}].
 - mode: `local` (start the services as local processes; services given a URL are
@@ -154,6 +155,8 @@ class RunConfig(BaseSettings):
     @field_validator("services")
     @classmethod
     def _known_services(cls, names: list[str]) -> list[str]:
+        if names == ["all"]:  # every service of the registry
+            return list(SERVICES)
         for name in names:
             if name not in SERVICES:
                 raise ValueError(f"unknown service {name!r}; known: {', '.join(SERVICES)}")

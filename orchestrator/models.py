@@ -118,7 +118,7 @@ class PageResult(BaseModel):
     service: str
     status: PageStatus
     error: str | None = None
-    elapsed_ms: float | None = None
+    elapsed_ms: float | None = None  # the service's own elapsed_ms (extraction time)
     text: str = ""
     scores: PageScores | None = None
 

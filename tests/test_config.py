@@ -120,3 +120,9 @@ def test_html_folder_without_content_folder_is_an_error() -> None:
     config = load_config(file_values={"html_folder": Path("x")})
     with pytest.raises(ConfigError, match="html_folder and content_folder"):
         config.dataset_folders()
+
+
+def test_all_names_every_registered_service() -> None:
+    from shared.registry import SERVICES
+
+    assert load_config(cli={"services": "all"}).services == list(SERVICES)
