@@ -1,0 +1,665 @@
+"""Speed: every service in-process and over HTTP, beside the parsing floors and trafilatura.
+
+    python benchmarks/speed.py [--datasets scrapinghub,cleaneval] [--services all|a,b]
+                               [--limit N] [--repeat R] [--no-http] [--out benchmarks/results]
+
+On every page of the datasets (the first N per dataset with --limit), measured in
+one run:
+
+- floors: `decode` (shared.decoding.decode_html, bytes to text) and `lxml`
+  (lxml.html.document_fromstring alone, on the page's decoded, UTF-8 encoded text);
+  `parse_html` (shared.html.parse_html: the cleaning and parse every service does)
+  beside them;
+- the peer: `trafilatura.extract` called directly on the decoded text;
+- each service (a service:key=value target sets an option, e.g.
+  density:threshold=fixed; `all` expands density into its four thresholds):
+  in-process, decode + the pure extractor; and over HTTP, the real service started
+  by LocalStack on a free port, raw text/html bodies, one keep-alive client,
+  sequential requests (latency, not throughput).
+
+Every in-process target runs in a fresh subprocess (so imports, caches and peak
+memory are its own); per-page times are the minimum over --repeat passes. Peak
+memory: the subprocess's ru_maxrss (in-process) and the summed VmHWM of the
+service's process tree (HTTP: uvicorn and its extraction workers). The datasets
+have no feeds, so rss gets a one-item feed per page: the page's URL as the item's
+link and the first 60 words of its gold text as the item's summary.
+
+Writes speed.json (every page's times) and speed.md (the tables and the issue-8
+targets checked) into --out, with the date and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape
+
+import orjson
+from lxml import etree
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from shared.datasets import dataset_dir  # noqa: E402
+from shared.registry import SERVICES  # noqa: E402
+
+FLOORS = ("decode", "lxml", "parse_html")
+PEER = "trafilatura.extract"
+DENSITY_MODES = ("fixed", "mean", "gaussian", "learned")
+FEED_WORDS = 60
+WARM_UP_PAGES = 3
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class PageRef:
+    dataset: str
+    page_id: str
+    html_path: str
+    gold_path: str
+    url: str | None
+
+
+# ---------------------------------------------------------------------------------------
+# Targets
+
+
+def expand_services(value: str) -> list[str]:
+    """'all' -> every registry service (density as its four thresholds); else 'a,b:k=v'."""
+    if value.strip() == "all":
+        names: list[str] = []
+        for name in SERVICES:
+            if name == "density":
+                names += [f"density:threshold={mode}" for mode in DENSITY_MODES]
+            else:
+                names.append(name)
+        return names
+    targets = [t.strip() for t in value.split(",") if t.strip()]
+    for target in targets:
+        if split_target(target)[0] not in SERVICES:
+            raise SystemExit(f"unknown service in {target!r}; known: {', '.join(SERVICES)}")
+    return targets
+
+
+def split_target(target: str) -> tuple[str, dict[str, str]]:
+    """'density:threshold=fixed' -> ('density', {'threshold': 'fixed'})."""
+    name, _, rest = target.partition(":")
+    options: dict[str, str] = {}
+    for pair in filter(None, rest.split(";")):
+        key, _, value = pair.partition("=")
+        options[key.strip()] = value.strip()
+    return name, options
+
+
+def rss_feed(page: PageRef) -> str:
+    """A one-item RSS feed for a page: its URL as link, its gold text's start as summary."""
+    words = Path(page.gold_path).read_text(encoding="utf-8").split()[:FEED_WORDS]
+    link = page.url or f"https://example.org/{page.page_id}"
+    return (
+        '<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>feed</title>'
+        f"<item><title>{escape(page.page_id)}</title><link>{escape(link)}</link>"
+        f"<description>{escape(' '.join(words))}</description></item></channel></rss>"
+    )
+
+
+def page_options(target: str, page: PageRef) -> tuple[dict[str, str], str | None]:
+    """The options and URL a target gets for one page."""
+    name, options = split_target(target)
+    if name == "rss":
+        return {**options, "feed": rss_feed(page)}, page.url or f"https://example.org/{page.page_id}"
+    return options, None
+
+
+# ---------------------------------------------------------------------------------------
+# In-process measurement (runs in a fresh child process per target)
+
+
+def _make_runner(target: str) -> Callable[[bytes, PageRef], None]:
+    """decode + work for one target, as a function of the page bytes."""
+    from shared.decoding import decode_html
+
+    if target == "decode":
+        def decode(data: bytes, _page: PageRef) -> None:
+            decode_html(data)
+
+        return decode
+    if target in ("lxml", "parse_html"):
+        raise AssertionError("floors that exclude decoding are run by _floor_times")
+    if target == PEER:
+        import trafilatura
+
+        def peer(data: bytes, _page: PageRef) -> None:
+            trafilatura.extract(decode_html(data))
+
+        return peer
+
+    name, _ = split_target(target)
+    algorithm = SERVICES[name].algorithm()
+    algorithm.warm_up()
+    model = algorithm.options_model
+
+    def run(data: bytes, page: PageRef) -> None:
+        options, url = page_options(target, page)
+        algorithm.extract(decode_html(data), model.model_validate(options), url)
+
+    return run
+
+
+def _floor_times(target: str, text: str, repeat: int) -> tuple[float, float]:
+    """Wall and CPU milliseconds of one parse floor on decoded text (min over `repeat`)."""
+    import lxml.html
+
+    from shared.html import _PARSER, clean_text, parse_html
+
+    data = clean_text(text).encode("utf-8", errors="replace")
+
+    def parse_lxml() -> None:
+        with contextlib.suppress(etree.ParserError, ValueError):  # empty: the attempt counts
+            lxml.html.document_fromstring(data, parser=_PARSER)
+
+    def parse_shared() -> None:
+        parse_html(text)
+
+    work = parse_lxml if target == "lxml" else parse_shared
+    best = best_cpu = float("inf")
+    for _ in range(repeat):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        work()
+        best_cpu = min(best_cpu, time.process_time() - start_cpu)
+        best = min(best, time.perf_counter() - start)
+    return best * 1000, best_cpu * 1000
+
+
+def _rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def child_main(target: str, pages_file: str, repeat: int) -> None:
+    """Time one target on every page; print JSON to stdout."""
+    from shared.contract import PageError
+    from shared.decoding import NotHTMLError, decode_html
+
+    pages = [PageRef(**p) for p in json.loads(Path(pages_file).read_text())]
+    blobs = [Path(p.html_path).read_bytes() for p in pages]
+    results: list[dict[str, Any]] = []
+    if target in ("lxml", "parse_html"):
+        import lxml.html  # noqa: F401  (imported before the baseline)
+        texts: list[str | None] = []
+        for data in blobs:
+            try:
+                texts.append(decode_html(data))
+            except NotHTMLError:
+                texts.append(None)
+        for text in texts[:WARM_UP_PAGES]:
+            if text is not None:
+                _floor_times(target, text, 1)
+        baseline_kb = _rss_kb()
+        for page, text in zip(pages, texts, strict=True):
+            row: dict[str, Any] = {"dataset": page.dataset, "id": page.page_id}
+            if text is None:
+                row.update(ms=None, error="not HTML")
+            else:
+                wall, cpu = _floor_times(target, text, repeat)
+                row.update(ms=round(wall, 4), cpu_ms=round(cpu, 4), error=None)
+            results.append(row)
+    else:
+        run = _make_runner(target)
+        for page, data in list(zip(pages, blobs, strict=True))[:WARM_UP_PAGES]:
+            try:
+                run(data, page)
+            except Exception:  # warm-up only; errors are counted below
+                continue
+        baseline_kb = _rss_kb()
+        for page, data in zip(pages, blobs, strict=True):
+            best = best_cpu = float("inf")
+            error: str | None = None
+            for _ in range(repeat):
+                start, start_cpu = time.perf_counter(), time.process_time()
+                try:
+                    run(data, page)
+                except (PageError, NotHTMLError) as exc:
+                    error = f"{type(exc).__name__}: {str(exc)[:120]}"
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {str(exc)[:120]}"
+                best_cpu = min(best_cpu, time.process_time() - start_cpu)
+                best = min(best, time.perf_counter() - start)
+            results.append({"dataset": page.dataset, "id": page.page_id,
+                            "ms": round(best * 1000, 4), "cpu_ms": round(best_cpu * 1000, 4),
+                            "error": error})
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    json.dump({"target": target, "pages": results, "baseline_rss_mb": round(baseline_kb / 1024, 1),
+               "peak_rss_mb": round(peak_kb / 1024, 1)}, sys.stdout)
+
+
+def measure_in_process(target: str, pages_file: Path, repeat: int) -> dict[str, Any]:
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", target,
+               "--pages-file", str(pages_file), "--repeat", str(repeat)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"target": target, "pages": [], "failed": done.stderr[-2000:]}
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+# ---------------------------------------------------------------------------------------
+# HTTP measurement
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _tree(pid: int) -> list[int]:
+    """The pid and all its descendants (from /proc/<pid>/task/*/children)."""
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                stack += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+    return found
+
+
+def _tree_peak_mb(pid: int) -> float:
+    """Summed peak RSS (VmHWM) of a process tree, in MB."""
+    total = 0
+    for member in _tree(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                total += int(line.split()[1])
+    return round(total / 1024, 1)
+
+
+def measure_http(target: str, pages: Sequence[PageRef]) -> dict[str, Any]:
+    """Sequential raw text/html POSTs to the real service over one keep-alive connection.
+
+    Each page is also run in-process here just before its request ("paired"), so
+    that both paths see the same machine load: the HTTP/in-process ratios use these."""
+    import httpx
+
+    from orchestrator.launcher import LocalStack, StackError
+
+    name, _ = split_target(target)
+    stack = LocalStack([name], ports={name: _free_port()})
+    try:
+        urls = stack.start(timeout=180.0)
+    except StackError as exc:
+        return {"target": target, "pages": [], "failed": str(exc)}
+    results: list[dict[str, Any]] = []
+    run = _make_runner(target)
+    try:
+        url = f"{urls[name]}/extract"
+        headers = {"content-type": "text/html"}
+        with httpx.Client(timeout=120.0, headers=headers) as client:
+            blobs = [Path(p.html_path).read_bytes() for p in pages]
+            for page, data in list(zip(pages, blobs, strict=True))[:WARM_UP_PAGES]:
+                options, page_url = page_options(target, page)
+                client.post(url, content=data, params=_params(options, page_url))
+            pid = stack.processes[name].process.pid
+            cpu_before = _tree_cpu_s(pid) + time.process_time()
+            paired_cpu_s = 0.0
+            for page, data in zip(pages, blobs, strict=True):
+                start, start_cpu = time.perf_counter(), time.process_time()
+                with contextlib.suppress(Exception):  # its errors show in the HTTP reply
+                    run(data, page)
+                paired = (time.perf_counter() - start) * 1000
+                paired_cpu_s += time.process_time() - start_cpu
+                options, page_url = page_options(target, page)
+                params = _params(options, page_url)
+                start = time.perf_counter()
+                reply = client.post(url, content=data, params=params)
+                body = reply.content
+                elapsed = (time.perf_counter() - start) * 1000
+                server_ms = None
+                error = None
+                if reply.status_code == 200:
+                    server_ms = orjson.loads(body)["elapsed_ms"]
+                else:
+                    error = f"HTTP {reply.status_code}: {body[:120]!r}"
+                results.append({"dataset": page.dataset, "id": page.page_id,
+                                "ms": round(elapsed, 4), "server_ms": server_ms,
+                                "paired_ms": round(paired, 4), "error": error})
+        # CPU of the service's processes and of this client per page: the cost of
+        # the HTTP path that scheduling delays on a loaded machine do not blur.
+        cpu_ms = (_tree_cpu_s(pid) + time.process_time() - paired_cpu_s - cpu_before) * 1000
+        peak = _tree_peak_mb(pid)
+    finally:
+        stack.stop()
+    return {"target": target, "pages": results, "peak_rss_mb": peak,
+            "cpu_mean_ms": round(cpu_ms / max(len(results), 1), 3)}
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process tree (its live members)."""
+    total = 0.0
+    for member in _tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return total
+
+
+def _params(options: dict[str, str], url: str | None) -> dict[str, str]:
+    return {**options, **({"url": url} if url else {})}
+
+
+# ---------------------------------------------------------------------------------------
+# Statistics and output
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summarize_times(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    times = [r["ms"] for r in rows if r.get("ms") is not None]
+    if not times:
+        return {"pages": len(rows), "errors": len(rows), "median_ms": None, "p95_ms": None,
+                "pages_per_s_per_core": None}
+    cpu = [r["cpu_ms"] for r in rows if r.get("cpu_ms") is not None]
+    cpu_mean = round(statistics.fmean(cpu), 3) if cpu else None
+    return {
+        "cpu_mean_ms": cpu_mean,
+        "pages": len(rows),
+        "errors": sum(1 for r in rows if r.get("error")),
+        "median_ms": round(statistics.median(times), 3),
+        "cpu_median_ms": round(statistics.median(cpu), 3) if cpu else None,
+        "p95_ms": round(percentile(times, 0.95), 3),
+        "mean_ms": round(statistics.fmean(times), 3),
+        "pages_per_s_per_core": round(len(times) / (sum(times) / 1000), 1) if sum(times) else None,
+    }
+
+
+def machine() -> dict[str, Any]:
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version(),
+            "platform": platform.platform(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
+
+
+def build_summary(in_process: dict[str, dict[str, Any]], http: dict[str, dict[str, Any]],
+                  datasets: Sequence[str]) -> dict[str, Any]:
+    """Per target and dataset (and 'all'): medians, p95, ratios to the floors and the peer."""
+    summary: dict[str, Any] = {}
+    scopes = [*datasets, "all"]
+    for scope in scopes:
+        def rows(result: dict[str, Any] | None, scope: str = scope) -> list[dict[str, Any]]:
+            pages = (result or {}).get("pages", [])
+            return [r for r in pages if scope == "all" or r["dataset"] == scope]
+
+        # Ratios on CPU time: on a loaded machine wall time also counts other processes.
+        lxml_cpu = summarize_times(rows(in_process.get("lxml"))).get("cpu_median_ms")
+        peer_cpu = summarize_times(rows(in_process.get(PEER))).get("cpu_median_ms")
+        per_scope: dict[str, Any] = {}
+        for target, result in in_process.items():
+            entry = {"in_process": summarize_times(rows(result))}
+            median = entry["in_process"]["median_ms"]
+            cpu = entry["in_process"].get("cpu_median_ms")
+            if cpu is not None and lxml_cpu:
+                entry["x_lxml"] = round(cpu / lxml_cpu, 2)
+            if cpu is not None and peer_cpu:
+                entry["x_trafilatura"] = round(cpu / peer_cpu, 2)
+            if target in http:
+                http_rows = rows(http[target])
+                entry["http"] = summarize_times(http_rows)
+                server = [r["server_ms"] for r in http_rows if r.get("server_ms") is not None]
+                entry["http"]["server_median_ms"] = (
+                    round(statistics.median(server), 3) if server else None)
+                cpu_mean = entry["in_process"].get("cpu_mean_ms")
+                if scope == "all" and cpu_mean is not None and "cpu_mean_ms" in http[target]:
+                    entry["http_cpu_added_ms"] = round(http[target]["cpu_mean_ms"] - cpu_mean, 3)
+                http_median = entry["http"]["median_ms"]
+                paired = [r["paired_ms"] for r in http_rows if r.get("paired_ms") is not None]
+                if paired:  # the same pages in-process, just before each request
+                    median = statistics.median(paired)
+                    entry["http"]["paired_in_process_median_ms"] = round(median, 3)
+                if median and http_median is not None:
+                    entry["http_over_in_process"] = round(http_median / median, 2)
+                    entry["http_added_ms"] = round(http_median - median, 3)
+            per_scope[target] = entry
+        summary[scope] = per_scope
+    return summary
+
+
+def check_targets(summary: dict[str, Any], datasets: Sequence[str],
+                  services: Sequence[str]) -> list[dict[str, Any]]:
+    """The issue-8 'Done when' speed targets, each with the figure measured."""
+    checks: list[dict[str, Any]] = []
+    for dataset in datasets:
+        scope = summary[dataset]
+        for target in services:
+            entry = scope.get(target, {})
+            median = entry.get("in_process", {}).get("median_ms")
+            if "http_added_ms" in entry and median is not None:
+                if median > 10:
+                    ok = entry["http_over_in_process"] <= 1.3
+                    rule = "HTTP <= 1.3x in-process"
+                    figure = f"{entry['http_over_in_process']}x"
+                else:
+                    ok = entry["http_added_ms"] <= 3.0
+                    rule = "HTTP adds <= 3 ms"
+                    figure = f"+{entry['http_added_ms']} ms"
+                checks.append({"dataset": dataset, "target": target, "rule": rule,
+                               "figure": figure, "ok": ok})
+            name, options = split_target(target)
+            limit = None
+            if name in ("bte", "cetd"):
+                limit = 3.0
+            elif name == "density":
+                limit = 4.0 if options.get("threshold", "learned") == "learned" else 3.0
+            if limit is not None and "x_lxml" in entry:
+                checks.append({"dataset": dataset, "target": target,
+                               "rule": f"in-process <= {limit:g}x lxml parse",
+                               "figure": f"{entry['x_lxml']}x", "ok": entry["x_lxml"] <= limit})
+    return checks
+
+
+def _fmt(value: Any, suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        text = f"{value:.2f}" if value < 100 else f"{value:.0f}"
+        return text + suffix
+    return f"{value}{suffix}"
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    lines = [
+        "# Speed",
+        "",
+        f"Measured {report['date']} on {m['nproc']} cores ({m['cpu']}), Python {m['python']}; "
+        f"load average at the start {m['load_avg_start']}, at the end {m['load_avg_end']}.",
+        f"Command: `{report['command']}`. Pages: "
+        + ", ".join(f"{d} {n}" for d, n in report["page_counts"].items())
+        + f"; per-page time = min of {report['repeat']} pass(es).",
+        "",
+        "In-process = decode + the pure extractor in one fresh process; HTTP = the real "
+        "service (uvicorn + 1 extraction worker), raw text/html body, one keep-alive client, "
+        "sequential requests (wall time). HTTP / in-proc and HTTP added compare the HTTP "
+        "median with the median of the same pages run in-process by the benchmark just "
+        "before each request (paired in-proc: the same machine load). Median and p95 are "
+        "wall time; CPU median is the "
+        "in-process CPU time (process_time), steadier on a loaded machine. x lxml and x "
+        "trafilatura: in-process CPU median over the CPU median of lxml's parse alone and of "
+        "trafilatura.extract called directly. pages/s/core: pages over the summed in-process "
+        "wall seconds (one core). HTTP CPU added (in the 'all' table): CPU seconds of the "
+        "service's processes and of the client per page, minus the in-process CPU per page "
+        "(means): the HTTP path's cost without the scheduling delays of a loaded machine.",
+        "",
+    ]
+    for scope, entries in report["summary"].items():
+        lines += [f"## {scope}", "",
+                  "| target | pages | errors | median ms | p95 ms | CPU median ms | HTTP median ms "
+                  "| HTTP p95 ms | paired in-proc median ms "
+                  "| HTTP / in-proc | HTTP added ms | x lxml | x trafilatura | pages/s/core "
+                  "| peak RSS MB in-proc | peak RSS MB HTTP tree | HTTP CPU added ms |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for target, entry in entries.items():
+            ip = entry["in_process"]
+            hp = entry.get("http", {})
+            mem_ip = report["memory"].get(target, {}).get("in_process_peak_mb")
+            mem_http = report["memory"].get(target, {}).get("http_tree_peak_mb")
+            lines.append(
+                f"| {target} | {ip['pages']} | {ip['errors']} | {_fmt(ip['median_ms'])} "
+                f"| {_fmt(ip['p95_ms'])} | {_fmt(ip.get('cpu_median_ms'))} "
+                f"| {_fmt(hp.get('median_ms'))} | {_fmt(hp.get('p95_ms'))} "
+                f"| {_fmt(hp.get('paired_in_process_median_ms'))} "
+                f"| {_fmt(entry.get('http_over_in_process'))} "
+                f"| {_fmt(entry.get('http_added_ms'))} | {_fmt(entry.get('x_lxml'))} "
+                f"| {_fmt(entry.get('x_trafilatura'))} | {_fmt(ip.get('pages_per_s_per_core'))} "
+                f"| {_fmt(mem_ip)} | {_fmt(mem_http)} | {_fmt(entry.get('http_cpu_added_ms'))} |")
+        lines.append("")
+    if report["checks"]:
+        lines += ["## Issue 8 targets", "", "| dataset | target | rule | measured | met |",
+                  "|---|---|---|---|---|"]
+        for c in report["checks"]:
+            lines.append(f"| {c['dataset']} | {c['target']} | {c['rule']} | {c['figure']} "
+                         f"| {'yes' if c['ok'] else 'NO'} |")
+        lines.append("")
+    if report["failures"]:
+        lines += ["## Failures", ""]
+        lines += [f"- {k}: {v.splitlines()[-1] if v else ''}" for k, v in
+                  report["failures"].items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def load_pages(datasets: Sequence[str], limit: int | None) -> list[PageRef]:
+    pages: list[PageRef] = []
+    for name in datasets:
+        folder = dataset_dir(name)
+        if folder is None:
+            raise SystemExit(f"dataset {name!r} not found (see shared/datasets.py)")
+        urls: dict[str, str] = {}
+        index = folder / "index.tsv"
+        if index.exists():
+            for line in index.read_text(encoding="utf-8").splitlines()[1:]:
+                fields = line.split("\t")
+                if len(fields) > 1 and fields[1].strip():
+                    urls[fields[0]] = fields[1].strip()
+        ids = sorted(p.stem for p in (folder / "html").glob("*.html"))
+        if limit:
+            ids = ids[:limit]
+        pages += [PageRef(name, i, str(folder / "html" / f"{i}.html"),
+                          str(folder / "content" / f"{i}.txt"), urls.get(i)) for i in ids]
+    return pages
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", default="scrapinghub,cleaneval")
+    parser.add_argument("--services", default="all")
+    parser.add_argument("--limit", type=int, default=None, help="First N pages per dataset.")
+    parser.add_argument("--repeat", type=int, default=1, help="Passes per page (min is kept).")
+    parser.add_argument("--no-http", action="store_true", help="Skip the HTTP measurements.")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--pages-file", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child_main(args.child, args.pages_file, args.repeat)
+        return
+
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    services = expand_services(args.services)
+    pages = load_pages(datasets, args.limit)
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    in_process: dict[str, dict[str, Any]] = {}
+    http: dict[str, dict[str, Any]] = {}
+    failures: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        pages_file = Path(tmp) / "pages.json"
+        pages_file.write_text(json.dumps([p.__dict__ for p in pages]))
+        for target in (*FLOORS, PEER, *services):
+            started = time.perf_counter()
+            result = measure_in_process(target, pages_file, args.repeat)
+            print(f"in-process {target}: {time.perf_counter() - started:.1f} s",
+                  file=sys.stderr, flush=True)
+            if "failed" in result:
+                failures[f"{target} (in-process)"] = result["failed"]
+                continue
+            in_process[target] = result
+    if not args.no_http:
+        for target in services:
+            if target not in in_process:  # its extractor did not even load
+                continue
+            started = time.perf_counter()
+            result = measure_http(target, pages)
+            print(f"http {target}: {time.perf_counter() - started:.1f} s",
+                  file=sys.stderr, flush=True)
+            if "failed" in result:
+                failures[f"{target} (http)"] = result["failed"]
+                continue
+            http[target] = result
+    summary = build_summary(in_process, http, datasets)
+    memory = {t: {"in_process_peak_mb": r.get("peak_rss_mb"),
+                  "in_process_baseline_mb": r.get("baseline_rss_mb"),
+                  "http_tree_peak_mb": http.get(t, {}).get("peak_rss_mb")}
+              for t, r in in_process.items()}
+    report = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": {**machine(), "load_avg_start": load_start,
+                    "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
+        "command": "python benchmarks/speed.py " + " ".join(sys.argv[1:] if argv is None
+                                                            else argv),
+        "repeat": args.repeat,
+        "page_counts": {d: sum(1 for p in pages if p.dataset == d) for d in datasets},
+        "summary": summary,
+        "memory": memory,
+        "checks": check_targets(summary, datasets, services),
+        "failures": failures,
+        "pages": {"in_process": {t: r["pages"] for t, r in in_process.items()},
+                  "http": {t: r["pages"] for t, r in http.items()}},
+    }
+    report["machine"]["load_avg_start"] = load_start
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "speed.json").write_text(json.dumps(report, indent=1))
+    markdown = render_markdown(report)
+    (args.out / "speed.md").write_text(markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()

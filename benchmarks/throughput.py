@@ -1,0 +1,358 @@
+"""Throughput: pages scored per second by a full orchestrator run, and where the time goes.
+
+    python benchmarks/throughput.py [--datasets scrapinghub,cleaneval] [--services all]
+                                    [--limit N] [--modes serial,embedded-1,local]
+                                    [--out benchmarks/results]
+
+Each mode runs the same run (every chosen service on every page, scored and
+stored in a fresh SQLite store) through orchestrator.runner.execute_run:
+
+- `serial`: the true one-core baseline: one process, one thing at a time (each
+  page decoded and prepared, each service's extractor called in-process, scored
+  and stored, in turn), with the runner's own scoring and store code;
+- `embedded-1`: `boilerbench run --in-process --workers 1`: the extractors in one
+  worker process at a time, scoring in the orchestrator's threads;
+- `embedded-2`: the same with 2 workers;
+- `local`: `boilerbench run --local`: every service its own uvicorn process on a
+  free port (LocalStack, 1 extraction worker each), called over HTTP with the
+  runner's default concurrency.
+
+Per mode: results, wall seconds, results per second, the ratio to `serial` and to
+`embedded-1`, the cores used (CPU seconds of the orchestrator and of every service
+and worker process, over the wall time) and the runner's RunTimings (prepare,
+extraction, transport, reply parsing, scoring, storage). Service start-up is not
+timed. Writes throughput.json and throughput.md into --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+for _path in (REPO, REPO / "benchmarks"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from speed import machine  # noqa: E402
+
+from orchestrator.launcher import LocalStack, parse_service_list  # noqa: E402
+from orchestrator.models import PageResult  # noqa: E402
+from orchestrator.runner import (  # noqa: E402
+    NO_FEEDS,
+    EmbeddedExtractor,
+    Extractor,
+    RunSpec,
+    RunTimings,
+    create_run,
+    execute_run,
+    folder_source,
+    open_source,
+)
+from orchestrator.scoring import prepare_page, score_empty, score_extraction  # noqa: E402
+from orchestrator.store import Store  # noqa: E402
+from shared.contract import Algorithm  # noqa: E402
+from shared.datasets import dataset_dir  # noqa: E402
+from shared.decoding import NotHTMLError  # noqa: E402
+from shared.registry import SERVICES  # noqa: E402
+from tests.servers import free_port  # noqa: E402
+
+MODES = ("serial", "embedded-1", "embedded-2", "local")
+PHASES = ("prepare", "extract", "transport", "parse", "score", "store")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process and its reaped children."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # utime, stime, cutime, cstime: fields 14-17 of stat, 11-14 after the name.
+    return sum(int(f) for f in fields[11:15]) / CLOCK_TICKS
+
+
+def _descendants(pid: int) -> list[int]:
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            stack += children
+    return found
+
+
+class CpuMeter:
+    """CPU seconds of this process and all its descendants between start() and stop().
+
+    Descendants are sampled while they live (a process that exits between samples
+    loses its last share; samples are taken every `interval` seconds)."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self.seen: dict[int, tuple[float, float]] = {}  # pid -> (first, last) CPU seconds
+        self.own_start = 0.0
+        self.own = 0.0
+
+    def sample(self) -> None:
+        for pid in _descendants(os.getpid()):
+            cpu = _process_cpu_s(pid)
+            first = self.seen.get(pid, (cpu, cpu))[0]
+            self.seen[pid] = (first, cpu)
+
+    def start(self) -> None:
+        self.own_start = time.process_time()
+        self.sample()
+
+    def stop(self) -> None:
+        self.sample()
+        self.own = time.process_time() - self.own_start
+
+    def children_s(self) -> float:
+        return sum(last - first for first, last in self.seen.values())
+
+    async def watch(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self.sample()
+            try:
+                await asyncio.wait_for(stop.wait(), self.interval)
+            except TimeoutError:
+                continue
+
+
+def limited_sources(datasets: Sequence[str], limit: int | None, tmp: Path) -> list[Any]:
+    """Folder sources for the datasets; with a limit, folders of links to the first N pages."""
+    sources = []
+    for name in datasets:
+        folder = dataset_dir(name)
+        if folder is None:
+            raise SystemExit(f"dataset {name!r} not found (see shared/datasets.py)")
+        html, content = folder / "html", folder / "content"
+        if limit:
+            html, content = tmp / name / "html", tmp / name / "content"
+            html.mkdir(parents=True)
+            content.mkdir(parents=True)
+            for page in sorted((folder / "html").glob("*.html"))[:limit]:
+                (html / page.name).symlink_to(page)
+                gold = folder / "content" / f"{page.stem}.txt"
+                (content / gold.name).symlink_to(gold)
+        sources.append(folder_source(name, html, content, None))
+    return sources
+
+
+def load_algorithms(services: Sequence[str]) -> tuple[dict[str, Algorithm], dict[str, str]]:
+    """The services whose extractor imports and warms up, and why the others do not
+    (a service mid-development is left out of every mode, and named in the report)."""
+    algorithms: dict[str, Algorithm] = {}
+    failed: dict[str, str] = {}
+    for name in services:
+        try:
+            algorithm = SERVICES[name].algorithm()
+            algorithm.warm_up()
+        except Exception as exc:
+            failed[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        algorithms[name] = algorithm
+    return algorithms, failed
+
+
+def run_serial(store: Store, run_id: str, algorithms: dict[str, Algorithm],
+               timings: RunTimings) -> list[PageResult]:
+    """One process, one step at a time: the runner's steps without its concurrency."""
+    spec = RunSpec.model_validate(store.spec(run_id))
+    for source in spec.datasets:
+        dataset = open_source(source)
+        for page_id in dataset.ids:
+            page = dataset.page(page_id)
+            started = time.perf_counter()
+            try:
+                html = page.html_text()
+            except NotHTMLError:
+                continue
+            ref = prepare_page(html, page.gold)
+            timings.add("prepare", time.perf_counter() - started)
+            for service in spec.services:
+                base = {"run_id": run_id, "dataset": dataset.name, "page_id": page_id,
+                        "service": service}
+                if service == "rss":  # the runner's rule: no feed, no extraction
+                    result = PageResult(**base, status="skipped", error=NO_FEEDS)
+                else:
+                    started = time.perf_counter()
+                    try:
+                        reply = algorithms[service].run(html, spec.options.get(service, {}))
+                        error = None
+                    except Exception as exc:  # PageError included: an error row
+                        error = f"{type(exc).__name__}: {exc}"
+                    timings.add("extract", time.perf_counter() - started)
+                    timings.extractions += 1
+                    started = time.perf_counter()
+                    if error is None:
+                        scores = score_extraction(ref, reply.text, reply.blocks)
+                        result = PageResult(**base, status="ok", text=reply.text, scores=scores)
+                    else:
+                        result = PageResult(**base, status="error", error=error,
+                                            scores=score_empty(ref))
+                    timings.add("score", time.perf_counter() - started)
+                started = time.perf_counter()
+                store.add_result(result)
+                timings.add("store", time.perf_counter() - started)
+    return store.results(run_id)
+
+
+def run_mode(mode: str, algorithms: dict[str, Algorithm], sources: list[Any],
+             tmp: Path) -> dict[str, Any]:
+    services = list(algorithms)
+    store = Store(tmp / f"{mode}.sqlite")
+    backend = "http" if mode == "local" else "embedded"
+    workers = 2 if mode == "embedded-2" else 1
+    spec = RunSpec(datasets=[], services=services, backend=backend, workers=workers,
+                   output_folder=str(tmp / f"out-{mode}"))
+    stack: LocalStack | None = None
+    urls: dict[str, str] | None = None
+    if mode == "local":
+        stack = LocalStack(services, ports={n: free_port() for n in services})
+        urls = stack.start(timeout=180.0)
+        spec = spec.model_copy(update={"urls": urls, "local": True})
+    run_id = create_run(store, spec, sources)
+    timings = RunTimings()
+    meter = CpuMeter()
+    try:
+        if mode == "serial":
+            meter.start()
+            started = time.perf_counter()
+            results = run_serial(store, run_id, algorithms, timings)
+            wall = time.perf_counter() - started
+        else:
+            async def go() -> tuple[list[PageResult], float]:
+                # The worker pools start before the clock does, as the services do.
+                extractor: Extractor | None = None
+                if backend == "embedded":
+                    extractor = EmbeddedExtractor(spec)
+                    await extractor.start()
+                meter.start()
+                started = time.perf_counter()
+                stop = asyncio.Event()
+                watcher = asyncio.create_task(meter.watch(stop))
+                try:
+                    results = await execute_run(store, run_id, urls=urls, extractor=extractor,
+                                                timings=timings)
+                    return results, time.perf_counter() - started
+                finally:
+                    stop.set()
+                    await watcher
+                    if extractor is not None:
+                        await extractor.aclose()
+
+            results, wall = asyncio.run(go())
+        meter.stop()
+    finally:
+        if stack is not None:
+            stack.stop()
+        store.close()
+    scored = sum(1 for r in results if r.status in ("ok", "error"))
+    cpu = meter.own + meter.children_s()
+    phases = {f"{k}_s": round(getattr(timings, f"{k}_s"), 2) for k in PHASES}
+    return {
+        "mode": mode, "results": len(results), "scored": scored,
+        "errors": sum(1 for r in results if r.status == "error"),
+        "wall_s": round(wall, 2), "scored_per_s": round(scored / wall, 2) if wall else None,
+        "cpu_s": round(cpu, 2), "orchestrator_cpu_s": round(meter.own, 2),
+        "cores_used": round(cpu / wall, 2) if wall else None,
+        "phases_s": phases, "extractions": timings.extractions,
+    }
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    lines = [
+        "# Orchestrator throughput", "",
+        f"Measured {report['date']} on {m['nproc']} cores ({m['cpu']}), Python {m['python']}; "
+        f"load average at the start {m['load_avg_start']}, at the end {m['load_avg_end']}.",
+        f"Command: `{report['command']}`. Services: {', '.join(report['services'])}; "
+        "pages: " + ", ".join(f"{d} {n}" for d, n in report["page_counts"].items()) + ".",
+        "",
+        "Scored = page x service results scored (rss is skipped: the datasets have no "
+        "feeds). Cores used = CPU seconds of the orchestrator and every service/worker "
+        "process over the wall time. Phases: seconds summed over results (they overlap "
+        "in the concurrent modes); transport = round trip minus the extraction the "
+        "service reports (HTTP or worker IPC, with queueing in the service).",
+        "",
+        "| mode | scored | errors | wall s | scored/s | x serial | x embedded-1 | cores used "
+        "| prepare s | extract s | transport s | parse s | score s | store s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    base = {r["mode"]: r["scored_per_s"] for r in report["runs"]}
+    for r in report["runs"]:
+        p = r["phases_s"]
+        x_serial = (f"{r['scored_per_s'] / base['serial']:.2f}"
+                    if base.get("serial") else "-")
+        x_embedded = (f"{r['scored_per_s'] / base['embedded-1']:.2f}"
+                      if base.get("embedded-1") else "-")
+        lines.append(
+            f"| {r['mode']} | {r['scored']} | {r['errors']} | {r['wall_s']} | {r['scored_per_s']} "
+            f"| {x_serial} | {x_embedded} | {r['cores_used']} | {p['prepare_s']} "
+            f"| {p['extract_s']} | {p['transport_s']} | {p['parse_s']} | {p['score_s']} "
+            f"| {p['store_s']} |")
+    lines.append("")
+    for name, reason in report["left_out"].items():
+        lines.append(f"Left out (its extractor did not load): {name}: {reason}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", default="scrapinghub,cleaneval")
+    parser.add_argument("--services", default="all")
+    parser.add_argument("--limit", type=int, default=None, help="First N pages per dataset.")
+    parser.add_argument("--modes", default="serial,embedded-1,local")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    args = parser.parse_args(argv)
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    services = parse_service_list(args.services)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for mode in modes:
+        if mode not in MODES:
+            raise SystemExit(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+    algorithms, failed = load_algorithms(services)
+    for name, reason in failed.items():
+        print(f"left out {name}: {reason}", file=sys.stderr)
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        sources = limited_sources(datasets, args.limit, tmp)
+        counts = {s.name: len(open_source(s).ids) for s in sources}
+        for mode in modes:
+            started = time.perf_counter()
+            runs.append(run_mode(mode, algorithms, sources, tmp))
+            print(f"{mode}: {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    report = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": {**machine(), "load_avg_start": load_start,
+                    "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
+        "command": "python benchmarks/throughput.py " + " ".join(
+            sys.argv[1:] if argv is None else argv),
+        "services": list(algorithms), "left_out": failed, "page_counts": counts, "runs": runs,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "throughput.json").write_text(json.dumps(report, indent=1))
+    markdown = render_markdown(report)
+    (args.out / "throughput.md").write_text(markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()

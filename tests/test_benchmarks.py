@@ -1,0 +1,127 @@
+"""The speed work of issue 8: the kit's fast paths give what the plain code gave, the
+runner's timings account for a real run, and the benchmark's helpers are right."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.runner import RunSpec, RunTimings, create_run, execute_run, folder_source
+from orchestrator.store import Store
+from shared.contract import Block
+from shared.decoding import NotHTMLError, check_html
+from shared.html import _utf8_for_libxml2, clean_text, parse_html, visible_text
+from shared.workers import encode_blocks
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+import speed  # noqa: E402
+
+SAMPLE = REPO / "orchestrator" / "sample"
+# The characters the fast paths look for, with their neighbours, and ordinary text.
+TRICKY = st.text(alphabet=st.sampled_from(
+    ["a", "é", " ", "<", "\t", "\n", "\r", "\x00", "\x08", "\x0b", "\x0c", "\x0e", "\x1f",
+     "\x7f", "\ufffe", "\uffff", "\ud800", "\udfff", "\U0001f600", "中"]), max_size=60)
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+
+
+@settings(max_examples=300, deadline=None)
+@given(TRICKY)
+def test_parse_input_matches_the_regex_cleaning(text: str) -> None:
+    assert _utf8_for_libxml2(text) == clean_text(text).encode("utf-8", errors="replace")
+
+
+def test_parse_html_drops_control_characters_as_before() -> None:
+    root = parse_html("<html><body><p>a\x0bb\x00c\ufffe</p><p>\ud800x</p></body></html>")
+    assert visible_text(root) == "a b c\nx"
+
+
+@settings(max_examples=300, deadline=None)
+@given(TRICKY)
+def test_check_html_counts_controls_as_the_regex_does(text: str) -> None:
+    page = "<p>" + text
+    controls = len(CONTROL.findall(page))
+    binary = controls > 0.05 * len(page)
+    try:
+        check_html(page)
+        refused = False
+    except NotHTMLError as exc:
+        refused = "binary" in str(exc)
+    assert refused == binary
+
+
+def test_worker_block_json_is_the_models_own_json() -> None:
+    blocks = [Block(text="Über \"quoted\" text", is_content=True, score=0.25, path="/html/p[2]"),
+              Block(text="nav", is_content=False), Block(text="x", is_content=True, label="y")]
+    assert orjson.loads(encode_blocks(blocks)) == [b.model_dump() for b in blocks]
+
+
+def test_run_timings_account_for_an_in_process_run(tmp_path: Path) -> None:
+    store = Store(tmp_path / "runs.sqlite")
+    spec = RunSpec(datasets=[], services=["bte", "resiliparse"], backend="embedded", workers=1,
+                   output_folder=str(tmp_path / "out"))
+    source = folder_source("sample", SAMPLE / "html", SAMPLE / "content", None)
+    run_id = create_run(store, spec, [source])
+    timings = RunTimings()
+    results = asyncio.run(execute_run(store, run_id, timings=timings))
+    store.close()
+    pages = len(list((SAMPLE / "html").glob("*.html")))
+    assert len(results) == 2 * pages
+    assert all(r.status == "ok" for r in results)
+    assert timings.extractions == 2 * pages
+    for phase in ("prepare_s", "extract_s", "score_s", "store_s"):
+        assert getattr(timings, phase) > 0, phase
+    assert timings.transport_s >= 0
+    # The extraction time is the workers' own: never more than the round trips.
+    assert timings.extract_s <= sum(r.elapsed_ms or 0 for r in results) / 1000 + 1e-6
+
+
+def test_speed_targets_and_options() -> None:
+    assert speed.split_target("density:threshold=fixed") == ("density", {"threshold": "fixed"})
+    assert speed.split_target("bte") == ("bte", {})
+    expanded = speed.expand_services("all")
+    assert [t for t in expanded if t.startswith("density")] == [
+        f"density:threshold={m}" for m in speed.DENSITY_MODES]
+    assert "bte" in expanded
+
+
+def test_rss_feed_is_valid_xml_with_the_page_link(tmp_path: Path) -> None:
+    gold = tmp_path / "p.txt"
+    gold.write_text("Fish & <chips> " + "word " * 100, encoding="utf-8")
+    page = speed.PageRef("d", "p", str(tmp_path / "p.html"), str(gold), "https://x.org/a?b=1&c=2")
+    item = ElementTree.fromstring(speed.rss_feed(page)).find("channel/item")
+    assert item is not None
+    assert item.findtext("link") == "https://x.org/a?b=1&c=2"
+    assert (item.findtext("description") or "").split() == ["Fish", "&", "<chips>"] + [
+        "word"] * (speed.FEED_WORDS - 3)
+
+
+def test_summary_ratios_and_target_rules() -> None:
+    def rows(ms: list[float], cpu: list[float]) -> dict[str, object]:
+        return {"pages": [{"dataset": "d", "id": str(i), "ms": m, "cpu_ms": c, "error": None}
+                          for i, (m, c) in enumerate(zip(ms, cpu, strict=True))]}
+
+    in_process = {"lxml": rows([1, 2, 3], [1, 2, 3]), speed.PEER: rows([10, 20, 30], [8, 16, 24]),
+                  "bte": rows([5, 6, 7], [4, 6, 8]), "justext": rows([20, 30, 40], [20, 30, 40])}
+    http = {"bte": {"pages": [{"dataset": "d", "id": str(i), "ms": m, "server_ms": m - 1,
+                               "error": None} for i, m in enumerate([9, 10, 11])]},
+            "justext": {"pages": [{"dataset": "d", "id": str(i), "ms": m, "server_ms": m,
+                                   "error": None} for i, m in enumerate([30, 45, 50])]}}
+    summary = speed.build_summary(in_process, http, ["d"])
+    bte = summary["d"]["bte"]
+    assert bte["x_lxml"] == 3.0  # CPU medians 6 / 2
+    assert bte["x_trafilatura"] == 0.38  # 6 / 16
+    assert bte["http_added_ms"] == 4.0  # 10 - 6
+    checks = {(c["target"], c["rule"]): c["ok"]
+              for c in speed.check_targets(summary, ["d"], ["bte", "justext"])}
+    assert checks == {("bte", "HTTP adds <= 3 ms"): False,
+                      ("bte", "in-process <= 3x lxml parse"): True,
+                      ("justext", "HTTP <= 1.3x in-process"): False}  # 45 / 30 = 1.5
+    assert speed.percentile([5, 1, 4, 2, 3], 0.95) == 5
