@@ -38,7 +38,8 @@ class ExtractRequest(BaseModel):
 
 
 class ExtractReply(BaseModel):
-    """200 reply of POST /extract."""
+    """200 reply of POST /extract. `elapsed_ms`: the service's time on the request
+    (decoding, validation, extraction), not counting a wait for a free worker."""
 
     model_config = ConfigDict(extra="forbid")
 

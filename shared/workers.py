@@ -98,6 +98,7 @@ class WorkerResult:
     text: str
     blocks_json: bytes
     extract_ms: float
+    wait_ms: float = 0.0  # spent waiting for a free worker (queueing, not work)
 
     @property
     def blocks(self) -> list[dict[str, Any]]:
@@ -205,6 +206,7 @@ class WorkerPool:
             worker = await asyncio.wait_for(self._idle.get(), timeout)
         except TimeoutError:
             raise PoolBusyError(f"no extraction worker was free within {timeout:g} s") from None
+        wait_ms = (time.monotonic() - deadline + timeout) * 1000
         try:
             worker.conn.send((html, options, url))
             reply = await self._receive(worker, max(deadline - time.monotonic(), 0.001))
@@ -224,7 +226,7 @@ class WorkerPool:
         self._idle.put_nowait(worker)
         kind = reply[0]
         if kind == "ok":
-            return WorkerResult(reply[1], reply[2], reply[3])
+            return WorkerResult(reply[1], reply[2], reply[3], wait_ms)
         if kind == "page_error":
             raise PageError(reply[1])
         raise ExtractionFailedError(reply[1])
