@@ -3,6 +3,10 @@
     python benchmarks/quality.py [--datasets scrapinghub,cleaneval] [--services all|a,b]
                                  [--out benchmarks/results] [--limit N] [--processes 2]
 
+A service may carry options as `name:key=value` (e.g. `density:threshold=fixed`);
+`all` is every registry service with its defaults plus every other mode of the
+services that have modes (MODES below), so one command covers every service and mode.
+
 Runs each service's pure extractor (no HTTP) and the all-visible-text baseline
 on every page, scores them with orchestrator.scoring, and writes quality.md (mean
 word precision, recall and F1 by alignment and by bag of words, per service and
@@ -36,6 +40,15 @@ from shared.registry import SERVICES  # noqa: E402
 
 BASELINE = "visible-text"
 RUN_ID = "quality"
+# Modes besides the default that `--services all` evaluates too.
+MODES = {"density": [f"density:threshold={mode}" for mode in ("fixed", "mean", "gaussian")]}
+
+
+def parse_target(target: str) -> tuple[str, dict[str, str]]:
+    """`name` or `name:key=value[:key=value]` -> (service name, options)."""
+    name, *pairs = target.split(":")
+    options = dict(pair.split("=", 1) for pair in pairs)
+    return name, options
 
 
 @dataclass(frozen=True)
@@ -76,7 +89,8 @@ def evaluate_page(task: PageTask) -> list[PageResult]:
             if service == BASELINE:
                 text, blocks = baseline(html)
             else:
-                reply = _algorithm(service).run(html, {}, None)
+                name, options = parse_target(service)
+                reply = _algorithm(name).run(html, options, None)
                 text, blocks = reply.text, reply.blocks
         except PageError as exc:  # refused on purpose (e.g. no feed): left out, counted
             results.append(PageResult(**base, status="skipped", error=str(exc)[:500]))
@@ -97,7 +111,7 @@ def importable(services: list[str]) -> tuple[list[str], dict[str, str]]:
     ok, missing = [], {}
     for name in services:
         try:
-            SERVICES[name].algorithm()
+            SERVICES[parse_target(name)[0]].algorithm()
         except Exception as exc:
             missing[name] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             traceback.clear_frames(exc.__traceback__)
@@ -154,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N pages (by id) per dataset")
     parser.add_argument("--processes", type=int, default=2)
     args = parser.parse_args(argv)
-    wanted = list(SERVICES) if args.services == "all" else [
-        s.strip() for s in args.services.split(",") if s.strip()]
-    unknown = [s for s in wanted if s not in SERVICES]
+    wanted = [t for name in SERVICES for t in (name, *MODES.get(name, []))] \
+        if args.services == "all" else [s.strip() for s in args.services.split(",") if s.strip()]
+    unknown = [s for s in wanted if parse_target(s)[0] not in SERVICES]
     if unknown:
         parser.error(f"unknown services {unknown}; known: {', '.join(SERVICES)}")
     services, missing = importable(wanted)
