@@ -25,19 +25,12 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from common import REPO, served
+from hypothesis import HealthCheck, Phase, given, settings
 
-import httpx  # noqa: E402
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
-
-from orchestrator.launcher import parse_service_list  # noqa: E402
-from shared.registry import SERVICES  # noqa: E402
-from shared.service import create_service_app  # noqa: E402
-from shared.settings import ServiceSettings  # noqa: E402
-from tests.servers import serve_app  # noqa: E402
-from tests.test_fuzz import (  # noqa: E402
+from orchestrator.launcher import parse_service_list
+from shared.settings import ServiceSettings
+from tests.test_fuzz import (
     FuzzFindingError,
     FuzzRequest,
     all_requests,
@@ -67,8 +60,7 @@ def fuzz_service(name: str, examples: int, seed: int, time_limit: float,
     statuses: collections.Counter[str] = collections.Counter()
     findings: list[str] = []
     timeouts = [0]
-    app = create_service_app(SERVICES[name].algorithm(), ServiceSettings(time_limit_s=time_limit))
-    with serve_app(app) as url, httpx.Client() as client:
+    with served(name, ServiceSettings(time_limit_s=time_limit)) as (url, client):
 
         @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
                   phases=[Phase.generate], suppress_health_check=list(HealthCheck))

@@ -18,18 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import httpx
+from common import REPO, served
 
-import httpx  # noqa: E402
-
-from orchestrator.launcher import parse_service_list  # noqa: E402
-from shared.registry import SERVICES  # noqa: E402
-from shared.service import create_service_app  # noqa: E402
-from shared.settings import ServiceSettings  # noqa: E402
-from tests.servers import serve_app  # noqa: E402
-from tests.test_pathological import (  # noqa: E402
+from orchestrator.launcher import parse_service_list
+from shared.settings import ServiceSettings
+from tests.test_pathological import (
     LIMIT_BYTES,
     Page,
     build_corpus,
@@ -44,8 +38,7 @@ def run_service(name: str, corpus: list[Page], time_limit: float) -> list[str]:
     rows = []
     settings = ServiceSettings(time_limit_s=time_limit, max_body_bytes=LIMIT_BYTES)
     over = Page("over_limit_+1_byte", text_page(LIMIT_BYTES + 1))
-    with serve_app(create_service_app(SERVICES[name].algorithm(), settings)) as url, \
-            httpx.Client() as client:
+    with served(name, settings) as (url, client):
         for page in [*corpus, over]:
             params = page_params(name)
             started = time.monotonic()

@@ -3,11 +3,12 @@
     python benchmarks/peer_parity.py [--datasets scrapinghub,cleaneval] [--limit N] [--jobs 2]
 
 For every page of each dataset it runs trafilatura.extract directly on the decoded
-page text and our services/trafilatura extractor with the same options, and prints
-the mean bag-of-words F1 of both against the gold text (shared.tokens.tokenize on
-both sides) and their difference, which must stay within 0.01; readability and
-resiliparse through our extractors, and trafilatura with our shared parser
-(option shared_parser), are printed beside them for reference.
+page text (services/trafilatura/direct.py) and our services/trafilatura extractor
+with the same options, and prints the mean bag-of-words F1 of both against the gold
+text (orchestrator.scoring.bag_f1, the project's scoring) and their difference, which
+must stay within 0.01; readability and resiliparse through our extractors, and
+trafilatura with our shared parser (option shared_parser), are printed beside them
+for reference.
 """
 
 from __future__ import annotations
@@ -15,53 +16,25 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from orchestrator.scoring import bag_f1
 from shared.datasets import dataset_dir
 from shared.decoding import NotHTMLError, decode_html
-from shared.tokens import tokenize
 
 COLUMNS = ("trafilatura", "trafilatura_direct", "trafilatura_shared_parser", "readability",
            "resiliparse")
-
-
-def word_f1(extracted: str, gold: str) -> float:
-    """Bag-of-words F1 of two texts (1.0 when both are empty)."""
-    got, want = Counter(tokenize(extracted)), Counter(tokenize(gold))
-    if not got and not want:
-        return 1.0
-    overlap = sum((got & want).values())
-    if overlap == 0:
-        return 0.0
-    precision, recall = overlap / sum(got.values()), overlap / sum(want.values())
-    return 2 * precision * recall / (precision + recall)
-
-
-def trafilatura_direct(html: str) -> str:
-    """trafilatura.extract itself on the decoded page text, with our service's default
-    options spelled out (they are the library's own defaults)."""
-    import trafilatura
-
-    from services.trafilatura.extractor import TrafilaturaOptions
-
-    options = TrafilaturaOptions()
-    return trafilatura.extract(
-        html, fast=options.fast, favor_precision=options.favor_precision,
-        favor_recall=options.favor_recall, include_comments=options.include_comments,
-        include_tables=options.include_tables, target_language=options.target_language,
-        deduplicate=options.deduplicate, prune_xpath=options.prune_xpath,
-    ) or ""
 
 
 def score_page(html_path: Path, gold_path: Path) -> dict[str, float] | None:
     """F1 of every column on one page (None for a page that is not HTML)."""
     from services.readability.extractor import ALGORITHM as READABILITY
     from services.resiliparse.extractor import ALGORITHM as RESILIPARSE
+    from services.trafilatura.direct import trafilatura_direct
     from services.trafilatura.extractor import ALGORITHM as TRAFILATURA
 
     try:
@@ -76,7 +49,7 @@ def score_page(html_path: Path, gold_path: Path) -> dict[str, float] | None:
         "readability": READABILITY.run(html).text,
         "resiliparse": RESILIPARSE.run(html).text,
     }
-    return {name: word_f1(text, gold) for name, text in texts.items()}
+    return {name: bag_f1(text, gold) for name, text in texts.items()}
 
 
 def pages(root: Path, limit: int | None) -> list[tuple[Path, Path]]:

@@ -144,12 +144,17 @@ def _jitter(i: int) -> float:
     return ((i * 0.6180339887498949) % 1.0) - 0.5
 
 
-def _svg_open(plot_id: str, width: int, height: int, title: str) -> list[str]:
+def _svg_open(plot_id: str, width: int, height: int, title: str, heading: str,
+              centre: float) -> list[str]:
+    """A plot's opening: the svg element, its title (for screen readers), a white
+    background and the visible bold `heading` centred at x = `centre`."""
     return [f'<svg class="plot" id="{plot_id}" '
             f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
             f'aria-label="{escape(title)}">',
             f'<title>{escape(title)}</title>',
-            f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>']
+            f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+            f'<text x="{centre}" y="18" text-anchor="middle" font-size="14" '
+            f'font-weight="bold">{heading}</text>']
 
 
 def _x_axis(x0: float, x1: float, y: float, label: str) -> list[str]:
@@ -199,9 +204,8 @@ def f1_distribution_svg(groups: list[tuple[str, int, list[float]]]) -> str:
     width = 900
     height = top + row_h * max(1, len(groups)) + 50
     x0, x1 = left, width - right
-    parts = _svg_open("plot-f1-distribution", width, height, "Word F1 per page")
-    parts.append(f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14" '
-                 f'font-weight="bold">Word F1 per page (box: quartiles; dots: pages)</text>')
+    parts = _svg_open("plot-f1-distribution", width, height, "Word F1 per page",
+                      "Word F1 per page (box: quartiles; dots: pages)", width / 2)
     for i, (name, colour_index, values) in enumerate(groups):
         cy = top + row_h * i + row_h / 2
         colour = _colour(colour_index)
@@ -236,9 +240,8 @@ def precision_recall_svg(series: list[tuple[str, list[tuple[float, float]], Metr
     each service's mean."""
     width, height, left, right, top, bottom = 620, 560, 70, 170, 30, 70
     x0, x1, y0, y1 = left, width - right, height - bottom, top
-    parts = _svg_open("plot-precision-recall", width, height, "Precision against recall")
-    parts.append(f'<text x="{(x0 + x1) / 2}" y="18" text-anchor="middle" font-size="14" '
-                 f'font-weight="bold">Word precision against recall</text>')
+    parts = _svg_open("plot-precision-recall", width, height, "Precision against recall",
+                      "Word precision against recall", (x0 + x1) / 2)
     parts += _x_axis(x0, x1, y0, "recall")
     parts += _y_axis(y0, y1, x0, "precision")
 
@@ -270,9 +273,8 @@ def dataset_bars_svg(datasets: list[str], services: list[str],
     """Mean word F1 per dataset, one bar per service, with its 95% interval."""
     width, height, left, right, top, bottom = 900, 380, 70, 170, 30, 70
     x0, x1, y0, y1 = left, width - right, height - bottom, top
-    parts = _svg_open("plot-dataset-bars", width, height, "Mean word F1 per dataset")
-    parts.append(f'<text x="{(x0 + x1) / 2}" y="18" text-anchor="middle" font-size="14" '
-                 f'font-weight="bold">Mean word F1 per dataset (bars: 95% interval)</text>')
+    parts = _svg_open("plot-dataset-bars", width, height, "Mean word F1 per dataset",
+                      "Mean word F1 per dataset (bars: 95% interval)", (x0 + x1) / 2)
     parts += _y_axis(y0, y1, x0, "mean word F1")
     parts.append(f'<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="#333"/>')
     group_w = (x1 - x0) / max(1, len(datasets))

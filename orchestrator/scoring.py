@@ -113,6 +113,12 @@ def bag_counts(ref: PageReference, tokens: list[str]) -> Counts:
     return Counts(tp=tp, fp=len(tokens) - tp, fn=len(ref.gold_tokens) - tp, tn=tn)
 
 
+def bag_f1(text: str, gold: str) -> float:
+    """Bag-of-words word F1 of `text` against `gold` (score_extraction's word_bag.f1;
+    F1 needs no page), for benchmarks and tests that score a text without a run."""
+    return bag_counts(PageReference([], tokenize(gold)), tokenize(text)).f1
+
+
 def block_counts(ref: PageReference, blocks: Sequence[Block]) -> Counts | None:
     """Block-level counts, or None when no block holds a token."""
     tokenized = [(block.is_content, tokenize(block.text)) for block in blocks]

@@ -1,16 +1,20 @@
-"""Real servers for tests: an ASGI app under uvicorn in a thread, on a free port."""
+"""Real servers for tests on free ports: an ASGI app under uvicorn, or a plain
+http.server handler, each in a thread; or services as processes (LocalStack)."""
 
 from __future__ import annotations
 
+import http.server
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import uvicorn
+
+from orchestrator.launcher import LocalStack
 
 
 def free_port() -> int:
@@ -52,3 +56,29 @@ def serve_app(app: Any, ready_path: str | None = "/health",
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@contextmanager
+def serve_http(handler: Callable[..., http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve `handler` (an http.server request handler class, or a partial of one) on
+    127.0.0.1:<free port> until the block ends; yield its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def local_stack(names: Sequence[str], timeout: float = 180.0) -> Iterator[LocalStack]:
+    """The services `names` as real processes (the launcher of `boilerbench up`), each on
+    a free port, until the block ends."""
+    stack = LocalStack(list(names), ports={name: free_port() for name in names})
+    stack.start(timeout=timeout)
+    try:
+        yield stack
+    finally:
+        stack.stop()

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.scoring import bag_f1
 from services.boilerpipe.extractor import ALGORITHM, default_engine
 from shared.decoding import decode_html
 from tests.conftest import report
-from tests.test_e2e_services import bag_f1
 
 pytestmark = pytest.mark.skipif(
     default_engine() != "java", reason="the java engine needs Debian libboilerpipe-java and a JRE"

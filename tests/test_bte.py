@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.bte.extractor import ALGORITHM, BteOptions, best_window, count_words, tokenize_page
-from shared.decoding import decode_html
-from shared.html import parse_html, visible_text
-from shared.tokens import tokenize
+from shared.html import parse_html
+from tests.helpers import (
+    assert_odd_pages_do_not_raise,
+    dataset_pages,
+    mean_bag_f1,
+    visible_text_of,
+)
 
 
 def objective(bits: list[int], i: int, j: int) -> int:
@@ -131,26 +134,11 @@ def test_partial_blocks_follow_min_inside() -> None:
 
 
 def test_odd_pages_do_not_raise() -> None:
-    for html in ("", "   ", "<html></html>", "<p>only words here</p>", "<br><br><hr>",
-                 "\x00\x01<p>ctrl</p>", "<?xml version='1.0' encoding='bogus'?><p>x</p>"):
-        reply = ALGORITHM.run(html)
-        assert all(b.text for b in reply.blocks)
-    assert ALGORITHM.run("<p>only words here</p>").text == "only words here"
-
-
-def bag_f1(extracted: str, gold: str) -> float:
-    e, g = Counter(tokenize(extracted)), Counter(tokenize(gold))
-    tp = sum((e & g).values())
-    return 0.0 if tp == 0 else 2 * tp / (sum(e.values()) + sum(g.values()))
+    assert_odd_pages_do_not_raise(ALGORITHM)
 
 
 def test_beats_visible_text_on_scrapinghub_sample(scrapinghub: Path) -> None:
     """On a fixed sample, BTE's bag-of-words F1 is well above keeping all visible text."""
-    pages = sorted((scrapinghub / "html").glob("*.html"))[:40]
-    ours, baseline = [], []
-    for path in pages:
-        html = decode_html(path.read_bytes())
-        gold = (scrapinghub / "content" / f"{path.stem}.txt").read_text(encoding="utf-8")
-        ours.append(bag_f1(ALGORITHM.run(html).text, gold))
-        baseline.append(bag_f1(visible_text(parse_html(html)), gold))
-    assert sum(ours) / len(ours) > sum(baseline) / len(baseline) + 0.1
+    pages = dataset_pages(scrapinghub, 40)
+    ours = mean_bag_f1(lambda html: ALGORITHM.run(html).text, pages)
+    assert ours > mean_bag_f1(visible_text_of, pages) + 0.1

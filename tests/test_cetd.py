@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,14 @@ from services.cetd.extractor import (
     measure_tree,
     text_density,
 )
-from shared.decoding import decode_html
-from shared.html import parse_html, tag_name, visible_text
-from shared.tokens import tokenize
+from shared.html import parse_html, tag_name
+from tests.helpers import (
+    ODD_PAGES,
+    assert_odd_pages_do_not_raise,
+    dataset_pages,
+    mean_bag_f1,
+    visible_text_of,
+)
 
 # Characters are non-whitespace characters, tags the elements below a node.
 SMALL = ("<html><body>"
@@ -152,37 +156,19 @@ def test_hidden_elements_are_left_out() -> None:
 
 
 def test_odd_pages_do_not_raise() -> None:
-    for html in ("", "   ", "<html></html>", "<p>only words here</p>", "<br><br><hr>",
-                 "<a href='/'>only a link</a>", "<frameset><frame src='x'></frameset>",
-                 "\x00\x01<p>ctrl</p>", "<?xml version='1.0' encoding='bogus'?><p>x</p>"):
-        reply = ALGORITHM.run(html)
-        assert all(b.text for b in reply.blocks)
-    assert ALGORITHM.run("<p>only words here</p>").text == "only words here"
-
-
-def bag_f1(extracted: str, gold: str) -> float:
-    e, g = Counter(tokenize(extracted)), Counter(tokenize(gold))
-    tp = sum((e & g).values())
-    return 0.0 if tp == 0 else 2 * tp / (sum(e.values()) + sum(g.values()))
-
-
-def sample(dataset: Path, count: int) -> list[tuple[str, str]]:
-    pages = sorted((dataset / "html").glob("*.html"))[:count]
-    return [(decode_html(p.read_bytes()),
-             (dataset / "content" / f"{p.stem}.txt").read_text(encoding="utf-8"))
-            for p in pages]
+    assert_odd_pages_do_not_raise(ALGORITHM, (*ODD_PAGES, "<a href='/'>only a link</a>",
+                                              "<frameset><frame src='x'></frameset>"))
 
 
 def test_beats_visible_text_on_scrapinghub_sample(scrapinghub: Path) -> None:
-    pages = sample(scrapinghub, 40)
-    ours = [bag_f1(ALGORITHM.run(html).text, gold) for html, gold in pages]
-    baseline = [bag_f1(visible_text(parse_html(html)), gold) for html, gold in pages]
-    assert sum(ours) / len(ours) > sum(baseline) / len(baseline) + 0.1
+    pages = dataset_pages(scrapinghub, 40)
+    ours = mean_bag_f1(lambda html: ALGORITHM.run(html).text, pages)
+    assert ours > mean_bag_f1(visible_text_of, pages) + 0.1
 
 
 def test_path_threshold_keeps_a_superset(scrapinghub: Path) -> None:
     """The path threshold is never above body's, so ExtractContent keeps at least as much."""
-    for html, _ in sample(scrapinghub, 15):
+    for html, _ in dataset_pages(scrapinghub, 15):
         nodes = measure_tree(parse_html(html), CetdOptions()).nodes
         by_body, body_threshold = mark_content(nodes, CetdOptions(threshold="body"))
         by_path, path_threshold = mark_content(nodes, CetdOptions(threshold="path"))

@@ -10,7 +10,6 @@ import http.server
 import io
 import json
 import tarfile
-import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,8 @@ from orchestrator.datasets import (
     pair_names,
 )
 from shared.tokens import tokenize
+from tests.helpers import tar_bytes
+from tests.servers import serve_http
 
 SAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "sample"
 PAGE = b"<html><body><p>Hello world</p></body></html>"
@@ -104,19 +105,6 @@ def _zip(members: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def _tar(members: list[tarfile.TarInfo | tuple[str, bytes]], mode: str = "w:gz") -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode=mode) as archive:  # type: ignore[call-overload]
-        for member in members:
-            if isinstance(member, tarfile.TarInfo):
-                archive.addfile(member)
-            else:
-                info = tarfile.TarInfo(member[0])
-                info.size = len(member[1])
-                archive.addfile(info, io.BytesIO(member[1]))
-    return buffer.getvalue()
-
-
 def test_zip_archive_with_two_sets_and_stray_files() -> None:
     data = _zip({"html/a.html": PAGE, "content/a.txt": b"Hello world",
                  "content/b.txt": b"gold", "other/html/c.html": PAGE,
@@ -130,7 +118,7 @@ def test_zip_archive_with_two_sets_and_stray_files() -> None:
 
 
 def test_tar_archive_reads_pages_and_feeds() -> None:
-    data = _tar([("set/html/a.html", PAGE), ("set/content/a.txt", b"Hello"),
+    data = tar_bytes([("set/html/a.html", PAGE), ("set/content/a.txt", b"Hello"),
                  ("set/feeds/a.xml", b"<rss/>")])
     (dataset,) = datasets_from_archive(data)
     assert dataset.name == "set"
@@ -144,7 +132,7 @@ def test_traversal_and_absolute_paths_are_refused(name: str) -> None:
     with pytest.raises(ArchiveError, match="refused member"):
         datasets_from_archive(_zip({name: PAGE, "content/a.txt": b"x"}))
     with pytest.raises(ArchiveError, match="refused member"):
-        datasets_from_archive(_tar([(name, PAGE), ("content/a.txt", b"x")]))
+        datasets_from_archive(tar_bytes([(name, PAGE), ("content/a.txt", b"x")]))
 
 
 @pytest.mark.parametrize("kind", [tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE])
@@ -153,7 +141,7 @@ def test_tar_links_and_devices_are_refused(kind: bytes) -> None:
     link.type = kind
     link.linkname = "/etc/passwd"
     with pytest.raises(ArchiveError, match=r"link|not a regular file"):
-        datasets_from_archive(_tar([("content/a.txt", b"x"), link]))
+        datasets_from_archive(tar_bytes([("content/a.txt", b"x"), link]))
 
 
 def test_zip_symlink_is_refused() -> None:
@@ -172,7 +160,7 @@ def test_compression_bombs_and_limits_are_refused() -> None:
     with pytest.raises(ArchiveError, match="compression ratio"):
         datasets_from_archive(_zip({"html/a.html": zeros, "content/a.txt": b"x"}))
     with pytest.raises(ArchiveError, match="compression ratio"):
-        datasets_from_archive(_tar([("html/a.html", zeros), ("content/a.txt", b"x")]))
+        datasets_from_archive(tar_bytes([("html/a.html", zeros), ("content/a.txt", b"x")]))
     small = ArchiveLimits(max_file_bytes=100)
     with pytest.raises(ArchiveError, match="limit per file"):
         datasets_from_archive(_zip({"html/a.html": bytes(range(256)) * 2,
@@ -206,14 +194,8 @@ def fake_upstream(tmp_path: Path) -> Iterator[str]:
         (root / "html" / f"{page_id}.html.gz").write_bytes(
             gzip.compress(f"<html><body><p>{page_id} page</p></body></html>".encode()))
     handler = functools.partial(_QuietHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_http(handler) as url:
+        yield url
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from pathlib import Path
+from statistics import fmean
 
 import numpy as np
 import pytest
@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+from orchestrator.scoring import bag_f1
 from services.density.extractor import ALGORITHM, DensityOptions
 from services.density.lines import render_lines
 from services.density.model import DEFAULT_MODEL, decide, default_model, read_model, smooth
@@ -23,9 +24,13 @@ from services.density.thresholds import (
     mean_threshold,
     optimal_threshold,
 )
-from services.density.training import Hyperparameters, load_page, train
-from shared.html import parse_html, visible_text
-from shared.tokens import tokenize
+from services.density.training import Hyperparameters, train
+from tests.helpers import (
+    assert_recorded_page_scores,
+    dataset_pages,
+    mean_bag_f1,
+    visible_text_of,
+)
 
 
 def weighted_gap(x: float, mean_y: float, var_y: float, mean_z: float, var_z: float,
@@ -33,15 +38,6 @@ def weighted_gap(x: float, mean_y: float, var_y: float, mean_z: float, var_z: fl
     """p N_y(x) - (1 - p) N_z(x), with scipy's normal density (the independent side)."""
     return float(p * norm.pdf(x, mean_y, math.sqrt(var_y))
                  - (1 - p) * norm.pdf(x, mean_z, math.sqrt(var_z)))
-
-
-def bag_f1(extracted: str, gold: str) -> float:
-    e, g = Counter(tokenize(extracted)), Counter(tokenize(gold))
-    tp = sum((e & g).values())
-    if tp == 0:
-        return 0.0
-    precision, recall = tp / sum(e.values()), tp / sum(g.values())
-    return 2 * precision * recall / (precision + recall)
 
 
 # -- lines ---------------------------------------------------------------------------
@@ -253,12 +249,8 @@ def test_model_file_loads_and_reproduces_its_recorded_probabilities() -> None:
 def test_model_reproduces_its_recorded_page_scores(name: str, request: pytest.FixtureRequest
                                                    ) -> None:
     folder: Path = request.getfixturevalue(name)
-    recorded = default_model().metadata["checks"]["page_word_f1"][name]
-    assert recorded
-    for page_id, score in recorded.items():
-        html, gold = load_page(folder, page_id)
-        text = ALGORITHM.run(html, {"threshold": "learned"}).text
-        assert bag_f1(text, gold) == pytest.approx(score, abs=1e-6)
+    assert_recorded_page_scores(default_model().metadata["checks"]["page_word_f1"][name], folder,
+                                lambda html: ALGORITHM.run(html, {"threshold": "learned"}).text)
 
 
 @pytest.mark.dataset
@@ -275,10 +267,9 @@ def test_training_is_deterministic(scrapinghub: Path, cleaneval: Path, tmp_path:
 
 @pytest.mark.dataset
 def test_every_mode_beats_all_visible_text_on_a_scrapinghub_sample(scrapinghub: Path) -> None:
-    ids = sorted(p.stem for p in (scrapinghub / "html").glob("*.html"))[::12]
-    pages = [load_page(scrapinghub, page_id) for page_id in ids]
-    baseline = np.mean([bag_f1(visible_text(parse_html(html)), gold) for html, gold in pages])
+    pages = dataset_pages(scrapinghub, step=12)
+    baseline = mean_bag_f1(visible_text_of, pages)
     for threshold in ("fixed", "mean", "gaussian", "learned"):
-        score = np.mean([bag_f1(ALGORITHM.run(html, {"threshold": threshold}).text, gold)
-                         for html, gold in pages])
+        score = fmean(bag_f1(ALGORITHM.run(html, {"threshold": threshold}).text, gold)
+                      for html, gold in pages)
         assert score > baseline + 0.05, threshold

@@ -4,32 +4,20 @@
 from __future__ import annotations
 
 import statistics
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from orchestrator.launcher import LocalStack
+from orchestrator.scoring import bag_f1
 from services.boilerpipe.extractor import default_engine
 from shared.contract import ExtractReply
 from shared.decoding import decode_html
-from shared.tokens import tokenize
 from tests.conftest import report
-from tests.servers import free_port
+from tests.servers import local_stack
 
 pytestmark = pytest.mark.e2e
-
-
-def bag_f1(extracted: str, gold: str) -> float:
-    """Word-level F1 by bag of words (the rule of DESIGN.md), written out independently."""
-    got, want = Counter(tokenize(extracted)), Counter(tokenize(gold))
-    overlap = sum((got & want).values())
-    if overlap == 0:
-        return 1.0 if not got and not want else 0.0
-    precision, recall = overlap / sum(got.values()), overlap / sum(want.values())
-    return 2 * precision * recall / (precision + recall)
 
 
 def pages(dataset: Path) -> list[tuple[str, bytes, str]]:
@@ -39,13 +27,8 @@ def pages(dataset: Path) -> list[tuple[str, bytes, str]]:
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[dict[str, str]]:
-    names = ["justext", "boilerpipe"]
-    local = LocalStack(names, ports={name: free_port() for name in names})
-    urls = local.start(timeout=180)
-    try:
-        yield urls
-    finally:
-        local.stop()
+    with local_stack(["justext", "boilerpipe"]) as local:
+        yield local.urls()
 
 
 def test_real_pages_through_real_processes(stack: dict[str, str], scrapinghub: Path,

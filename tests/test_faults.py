@@ -41,7 +41,7 @@ from orchestrator.launcher import LocalStack
 from orchestrator.models import PageResult, RunInfo
 from orchestrator.runner import RunSpec, create_run, execute_run
 from orchestrator.store import Store
-from tests.servers import free_port, serve_app
+from tests.servers import local_stack, serve_app
 
 pytestmark = pytest.mark.e2e
 
@@ -108,13 +108,8 @@ class RunThread(threading.Thread):
 
 @pytest.fixture
 def two_services() -> Iterator[LocalStack]:
-    names = ["justext", "bte"]
-    stack = LocalStack(names, ports={name: free_port() for name in names})
-    stack.start(timeout=180)
-    try:
+    with local_stack(["justext", "bte"]) as stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 def test_service_killed_and_restarted_mid_run_loses_no_page(

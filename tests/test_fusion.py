@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -14,9 +13,10 @@ from pydantic import ValidationError
 from services.fusion.extractor import ALGORITHM, FusionOptions
 from services.fusion.features import FEATURES, page_features, page_stoplist
 from services.fusion.model import DEFAULT_MODEL, default_model, read_model
-from services.fusion.training import Hyperparameters, load_page, train, word_f1
+from services.fusion.training import Hyperparameters, train
 from shared.service import create_service_app
 from shared.tokens import tokenize
+from tests.helpers import assert_recorded_page_scores
 from tests.servers import serve_app
 
 ARTICLE = [
@@ -155,13 +155,8 @@ def test_model_file_loads_and_reproduces_its_recorded_probabilities() -> None:
 def test_model_reproduces_its_recorded_page_scores(name: str, request: pytest.FixtureRequest
                                                    ) -> None:
     folder: Path = request.getfixturevalue(name)
-    recorded = default_model().metadata["checks"]["page_word_f1"][name]
-    assert recorded
-    for page_id, score in recorded.items():
-        html, gold = load_page(folder, page_id)
-        text = ALGORITHM.run(html).text
-        assert word_f1(Counter(tokenize(text)), Counter(tokenize(gold))) == pytest.approx(
-            score, abs=1e-6)
+    assert_recorded_page_scores(default_model().metadata["checks"]["page_word_f1"][name], folder,
+                                lambda html: ALGORITHM.run(html).text)
 
 
 def test_service_extracts_the_article() -> None:

@@ -32,6 +32,7 @@ from shared.contract import ErrorReply, ExtractReply
 from shared.registry import SERVICES
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
+from tests.helpers import RSS_FEED, RSS_URL
 from tests.servers import serve_app
 
 TIME_LIMIT_S = 5.0
@@ -304,19 +305,10 @@ def all_requests(name: str) -> st.SearchStrategy[FuzzRequest]:
                      escaped_json_requests(), random_bytes_requests(), random_json_requests())
 
 
-RSS_FEED = (
-    '<?xml version="1.0"?><rss version="2.0"><channel><title>City News</title>'
-    "<item><title>Harbour bridge reopens after repairs</title>"
-    "<link>https://news.example/bridge</link>"
-    "<description>The old harbour bridge opened again to traffic on Monday morning after "
-    "eight months of repairs, the city council said.</description></item></channel></rss>"
-)
-
-
 def service_options(name: str) -> tuple[dict[str, Any] | None, str | None]:
     """Options and URL that let a page reach the algorithm (rss needs a feed)."""
     if name == "rss":
-        return {"feed": RSS_FEED}, "https://news.example/bridge"
+        return {"feed": RSS_FEED}, RSS_URL
     return None, None
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from orchestrator.datasets import open_dataset_dir
 from orchestrator.launcher import LocalStack, wait_healthy
-from tests.servers import free_port
+from tests.servers import free_port, local_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -35,12 +35,8 @@ SERVICES = ["justext", "bte"]
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[LocalStack]:
-    services = LocalStack(SERVICES, ports={name: free_port() for name in SERVICES})
-    services.start(timeout=180)
-    try:
+    with local_stack(SERVICES) as services:
         yield services
-    finally:
-        services.stop()
 
 
 class Orchestrator:

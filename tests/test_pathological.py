@@ -26,6 +26,7 @@ from shared.html import parse_html, text_blocks
 from shared.registry import SERVICES
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
+from tests.helpers import RSS_FEED, RSS_URL
 from tests.servers import serve_app
 
 TIME_LIMIT_S = 3.0
@@ -43,13 +44,6 @@ NORMAL_PAGE = (
     "<p>Commuters who had been taking the ferry or the long road around the bay welcomed the "
     "news, and the council expects traffic to return to normal within a week.</p>"
     "</article><footer>Copyright 2026 City News</footer></body></html>"
-)
-RSS_FEED = (
-    '<?xml version="1.0"?><rss version="2.0"><channel><title>City News</title>'
-    "<item><title>Harbour bridge reopens after repairs</title>"
-    "<link>https://news.example/bridge</link>"
-    "<description>The old harbour bridge opened again to traffic on Monday morning after "
-    "eight months of repairs, the city council said.</description></item></channel></rss>"
 )
 JAPANESE = (
     "東京の古い港湾橋は八か月の修理を終えて月曜日の朝に再び開通したと市議会が発表した。"
@@ -118,7 +112,7 @@ def build_corpus() -> list[Page]:
 def page_params(name: str) -> dict[str, str]:
     """Query parameters of a raw-body request: rss takes its feed as option `feed` there,
     so it parses every page (those that hold none of the item's text get a 422)."""
-    return {"url": "https://news.example/bridge", "feed": RSS_FEED} if name == "rss" else {}
+    return {"url": RSS_URL, "feed": RSS_FEED} if name == "rss" else {}
 
 
 def post_page(client: httpx.Client, url: str, name: str, page: Page) -> httpx.Response:
@@ -133,7 +127,7 @@ def post_normal_page(client: httpx.Client, url: str, name: str,
     """A normal page, retried while a killed worker is being replaced (503 busy)."""
     payload: dict[str, object] = {"html": NORMAL_PAGE}
     if name == "rss":
-        payload |= {"url": "https://news.example/bridge", "options": {"feed": RSS_FEED}}
+        payload |= {"url": RSS_URL, "options": {"feed": RSS_FEED}}
     deadline = time.monotonic() + wait_s
     while True:
         reply = client.post(f"{url}/extract", json=payload, timeout=wait_s)

@@ -15,34 +15,26 @@ import trafilatura
 from readability import Document
 from resiliparse.extract.html2text import extract_plain_text
 
-from benchmarks.peer_parity import trafilatura_direct, word_f1
+from orchestrator.scoring import bag_f1
 from services.readability.extractor import ALGORITHM as READABILITY
 from services.readability.extractor import ReadabilityOptions
 from services.resiliparse.extractor import ALGORITHM as RESILIPARSE
 from services.resiliparse.extractor import ResiliparseOptions
+from services.trafilatura.direct import trafilatura_direct
 from services.trafilatura.extractor import ALGORITHM as TRAFILATURA
 from services.trafilatura.extractor import TrafilaturaOptions
 from shared.blockmap import block_support, label_blocks
 from shared.contract import Algorithm
-from shared.decoding import decode_html
 from shared.html import parse_html, text_blocks, visible_text
 from shared.tokens import tokenize
+from tests.helpers import LIBRARY_ARTICLE, dataset_pages
 
 PEERS = {"trafilatura": TRAFILATURA, "readability": READABILITY, "resiliparse": RESILIPARSE}
 DISTRIBUTIONS = {"trafilatura": "trafilatura", "readability": "readability-lxml",
                  "resiliparse": "resiliparse"}
 
 NAV = "".join(f'<li><a href="/s{i}">Section {i}</a></li>' for i in range(12))
-PARAGRAPHS = [
-    "The village library reopened on Saturday after a year of building work that doubled its "
-    "reading room and added a small garden where children can listen to stories in summer.",
-    "Volunteers carried more than eleven thousand books back onto the new shelves during the "
-    "week, sorting them by subject while the electricians finished the lighting upstairs.",
-    "The librarian said that the old building had been too cold in winter and too dark all "
-    "year, and that the new windows would make the long evenings of reading far more pleasant.",
-    "Opening hours will be longer from next month, with the library staying open until eight "
-    "o'clock on Thursdays so that people who work in the town can visit after their day ends.",
-]
+PARAGRAPHS = list(LIBRARY_ARTICLE[:4])
 ARTICLE_PAGE = (
     "<html><head><title>Village library reopens</title></head><body>"
     f"<header><ul>{NAV}</ul></header><main><article><h1>Village library reopens</h1>"
@@ -59,13 +51,6 @@ ODD_PAGES = {
     "deep": "<div>" * 3000 + "deep text here" + "</div>" * 3000,
     "frameset": "<html><frameset><frame src='a.html'></frameset></html>",
 }
-
-
-def sample_pages(root: Path, step: int) -> list[tuple[str, str]]:
-    """Every `step`-th page of a dataset (sorted ids): a fixed, spread-out sample."""
-    htmls = sorted((root / "html").glob("*.html"))[::step]
-    return [(decode_html(h.read_bytes()),
-             (root / "content" / f"{h.stem}.txt").read_text(encoding="utf-8")) for h in htmls]
 
 
 def signature_defaults(function: object) -> dict[str, object]:
@@ -85,19 +70,19 @@ def test_built_article_is_content_and_navigation_is_not(name: str) -> None:
     content = {b.text for b in reply.blocks if b.is_content}
     assert set(PARAGRAPHS) <= content
     assert not any(b.is_content for b in reply.blocks if b.text.startswith(("Section", "About")))
-    assert word_f1(reply.text, "\n".join(PARAGRAPHS)) > 0.9
+    assert bag_f1(reply.text, "\n".join(PARAGRAPHS)) > 0.9
 
 
 @pytest.mark.dataset
 @pytest.mark.parametrize("name", sorted(PEERS))
 def test_real_pages_give_content_and_blocks_cover_the_page(name: str, scrapinghub: Path) -> None:
-    for html, gold in sample_pages(scrapinghub, 45):
+    for html, gold in dataset_pages(scrapinghub, step=45):
         reply = PEERS[name].run(html)
         page_blocks = [b.text for b in text_blocks(parse_html(html))]
         assert [b.text for b in reply.blocks] == page_blocks
         assert reply.text.strip()
         assert any(b.is_content for b in reply.blocks)
-        assert word_f1(reply.text, gold) > 0.3
+        assert bag_f1(reply.text, gold) > 0.3
 
 
 @pytest.mark.parametrize("name", sorted(PEERS))
@@ -163,9 +148,9 @@ def test_trafilatura_parity_with_the_library_called_directly(
     scrapinghub: Path, cleaneval: Path
 ) -> None:
     for root, step in ((scrapinghub, 20), (cleaneval, 80)):
-        pages = sample_pages(root, step)
-        ours = [word_f1(TRAFILATURA.run(html).text, gold) for html, gold in pages]
-        direct = [word_f1(trafilatura_direct(html), gold) for html, gold in pages]
+        pages = dataset_pages(root, step=step)
+        ours = [bag_f1(TRAFILATURA.run(html).text, gold) for html, gold in pages]
+        direct = [bag_f1(trafilatura_direct(html), gold) for html, gold in pages]
         print(f"{root.name}: {len(pages)} pages, ours {statistics.fmean(ours):.4f}, "
               f"direct {statistics.fmean(direct):.4f}")
         assert abs(statistics.fmean(ours) - statistics.fmean(direct)) <= 0.01

@@ -10,18 +10,12 @@ from pathlib import Path
 import pytest
 
 from orchestrator.scoring import prepare_page, score_extraction
-from shared.decoding import decode_html
 from shared.html import parse_html, visible_text
 from shared.registry import SERVICES
+from tests.helpers import dataset_pages
 
 FLOORS = json.loads((Path(__file__).parent / "quality_floors.json").read_text(encoding="utf-8"))
 BASELINE = "visible-text"
-
-
-def sample(folder: Path) -> list[tuple[str, str]]:
-    pages = sorted((folder / "html").glob("*.html"))[: FLOORS["pages"]]
-    return [(decode_html(p.read_bytes()),
-             (folder / "content" / f"{p.stem}.txt").read_text(encoding="utf-8")) for p in pages]
 
 
 def test_floors_name_known_services() -> None:
@@ -35,7 +29,7 @@ def test_mean_word_f1_stays_above_floor(service: str, scrapinghub: Path) -> None
     assert FLOORS["dataset"] == "scrapinghub"
     entry = FLOORS["floors"][service]
     f1s = []
-    for html, gold in sample(scrapinghub):
+    for html, gold in dataset_pages(scrapinghub, FLOORS["pages"]):
         ref = prepare_page(html, gold)
         if service == BASELINE:
             text, blocks = visible_text(parse_html(html)), None

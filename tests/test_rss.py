@@ -3,32 +3,22 @@
 from __future__ import annotations
 
 import http.server
-import threading
 from collections.abc import Iterator
 from html import escape
 
 import pytest
 from pydantic import ValidationError
 
-from benchmarks.peer_parity import word_f1
+from orchestrator.scoring import bag_f1
 from services.rss import extractor as rss
 from services.rss.extractor import ALGORITHM, normalize_url, parse_feed
 from shared.contract import ExtractReplyBody, PageError
+from tests.helpers import LIBRARY_ARTICLE
+from tests.servers import serve_http
 
 URL = "https://gazette.example/news/library-reopens"
 TITLE = "Village library reopens after a year of building work"
-PARAGRAPHS = [
-    "The village library reopened on Saturday after a year of building work that doubled its "
-    "reading room and added a small garden where children can listen to stories in summer.",
-    "Volunteers carried more than eleven thousand books back onto the new shelves during the "
-    "week, sorting them by subject while the electricians finished the lighting upstairs.",
-    "The librarian said that the old building had been too cold in winter and too dark all "
-    "year, and that the new windows would make the long evenings of reading more pleasant.",
-    "Opening hours will be longer from next month, with the library staying open until eight "
-    "o'clock on Thursdays so that people who work in the town can visit after their day ends.",
-    "A reading group for teenagers starts in the new year, and the council has promised money "
-    "for a second computer room once the roof of the old wing has been repaired as well.",
-]
+PARAGRAPHS = list(LIBRARY_ARTICLE)
 NAV = "".join(f'<li><a href="/section/{i}">Section {i}</a></li>' for i in range(10))
 RELATED = "".join(f'<li><a href="/news/{i}">Another story number {i} from the town</a></li>'
                   for i in range(6))
@@ -76,7 +66,7 @@ def content_texts(reply: ExtractReplyBody) -> list[str]:
 
 
 def assert_is_the_article(reply: ExtractReplyBody) -> float:
-    f1 = word_f1(reply.text, GOLD)
+    f1 = bag_f1(reply.text, GOLD)
     print(f"word F1 against the article: {f1:.3f}")
     assert f1 > 0.8
     boilerplate = ("Section", "Another story", "Copyright")
@@ -91,7 +81,7 @@ def test_full_content_item_matched_by_link() -> None:
                          f"<content:encoded>{full}</content:encoded></item>"))
     assert set(PARAGRAPHS) <= set(content_texts(reply))
     assert all(b.label in ("supported", "boilerplate") for b in reply.blocks)
-    assert word_f1(reply.text, GOLD) == pytest.approx(1.0)
+    assert bag_f1(reply.text, GOLD) == pytest.approx(1.0)
 
 
 def test_summary_item_grows_into_the_article() -> None:
@@ -226,14 +216,8 @@ def feed_server() -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             return
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_http(Handler) as url:
+        yield url
 
 
 def test_feed_url_is_refused_when_fetching_is_not_allowed(

@@ -4,8 +4,6 @@ one failing with 500 before it answers, one down, one slow, one refusing pages (
 from __future__ import annotations
 
 import asyncio
-import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +25,7 @@ from orchestrator.runner import (
 )
 from orchestrator.store import Store
 from shared.html import parse_html, text_blocks
+from tests.helpers import independent_bag_f1
 from tests.servers import free_port, serve_app
 
 SAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "sample"
@@ -186,19 +185,6 @@ def test_resume_skips_finished_pages(tmp_path: Path,
     assert len(justext.requests) == len(results) - 5  # the finished five were not redone
 
 
-def _bag_f1(extracted: str, gold: str) -> float:
-    """Bag-of-words F1 written out independently: NFKC, casefold, \\w+, multisets."""
-    def words(text: str) -> Counter[str]:
-        return Counter(re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold()))
-
-    e, g = words(extracted), words(gold)
-    overlap = sum(min(n, g[w]) for w, n in e.items())
-    if not overlap:
-        return 0.0
-    precision, recall = overlap / sum(e.values()), overlap / sum(g.values())
-    return 2 * precision * recall / (precision + recall)
-
-
 def test_word_f1_matches_an_independent_bag_of_words_computation(
         tmp_path: Path, fakes: dict[str, tuple[FakeService, str]]) -> None:
     _, _, results = _run(tmp_path, fakes, ["justext"])
@@ -206,7 +192,7 @@ def test_word_f1_matches_an_independent_bag_of_words_computation(
     checked = 0
     for result in results:
         assert result.scores is not None
-        expected = _bag_f1(result.text, dataset.page(result.page_id).gold)
+        expected = independent_bag_f1(result.text, dataset.page(result.page_id).gold)
         assert result.scores.word_bag.f1 == pytest.approx(expected, abs=0.001), result.page_id
         checked += 1
     assert checked == len(dataset.ids)

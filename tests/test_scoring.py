@@ -3,7 +3,6 @@ independent bag-of-words computation on real pages."""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,9 @@ from orchestrator.models import Counts
 from orchestrator.scoring import PageReference, prepare_page, score_empty, score_extraction
 from shared.alignment import lcs_length
 from shared.contract import Block
-from shared.decoding import decode_html
 from shared.html import parse_html, visible_text
 from shared.tokens import tokenize
+from tests.helpers import dataset_pages, independent_bag_f1
 
 
 def page(text: str) -> str:
@@ -169,35 +168,18 @@ def test_encoding_matches_plain_token_lists(monkeypatch: pytest.MonkeyPatch) -> 
     assert score_extraction(encoded, text, None).word.tp == lcs_length(extract_words, gold_words)
 
 
-def _sample(folder: Path, count: int) -> list[tuple[str, str]]:
-    pages = sorted((folder / "html").glob("*.html"))[:count]
-    return [(decode_html(p.read_bytes()),
-             (folder / "content" / f"{p.stem}.txt").read_text(encoding="utf-8")) for p in pages]
-
-
-def _independent_bag_f1(extract: str, gold: str) -> float:
-    """Bag-of-words F1 from plain Counter arithmetic (DESIGN.md), separately written."""
-    e, g = Counter(tokenize(extract)), Counter(tokenize(gold))
-    common = sum(min(n, g[w]) for w, n in e.items())
-    e_total, g_total = sum(e.values()), sum(g.values())
-    if e_total == 0 or g_total == 0:
-        return 1.0 if e_total == g_total else 0.0
-    p, r = common / e_total, common / g_total
-    return 0.0 if common == 0 else 2 * p * r / (p + r)
-
-
 def test_bag_f1_equals_independent_computation_on_real_pages(scrapinghub: Path) -> None:
     from services.justext.extractor import ALGORITHM
 
     checked = 0
-    for html, gold in _sample(scrapinghub, 25):
+    for html, gold in dataset_pages(scrapinghub, 25):
         ref = prepare_page(html, gold)
         reply = ALGORITHM.run(html, {}, None)
         extracts = {"justext": (reply.text, reply.blocks),
                     "visible": (visible_text(parse_html(html)), None)}
         for text, blocks in extracts.values():
             scores = score_extraction(ref, text, blocks)
-            assert scores.word_bag.f1 == pytest.approx(_independent_bag_f1(text, gold), abs=1e-3)
+            assert scores.word_bag.f1 == pytest.approx(independent_bag_f1(text, gold), abs=1e-3)
             assert scores.word.tp == lcs_length(tokenize(text), tokenize(gold))
             checked += 1
         visible = score_extraction(ref, *extracts["visible"])

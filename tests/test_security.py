@@ -46,6 +46,7 @@ from shared.contract import ErrorReply, PageError
 from shared.registry import SERVICES
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
+from tests.helpers import tar_bytes
 from tests.servers import free_port, serve_app
 
 LIMIT = 64 * 1024
@@ -394,19 +395,6 @@ def _zip(members: Sequence[tuple[str, bytes, int | None]]) -> bytes:
     return buf.getvalue()
 
 
-def _tar(members: Sequence[tarfile.TarInfo | tuple[str, bytes]]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as archive:
-        for member in members:
-            if isinstance(member, tarfile.TarInfo):
-                archive.addfile(member)
-            else:
-                info = tarfile.TarInfo(member[0])
-                info.size = len(member[1])
-                archive.addfile(info, io.BytesIO(member[1]))
-    return buf.getvalue()
-
-
 def _link(name: str, target: str, kind: bytes) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.type, info.linkname = kind, target
@@ -416,16 +404,16 @@ def _link(name: str, target: str, kind: bytes) -> tarfile.TarInfo:
 GOOD = [("set/html/p1.html", PAGE.encode(), None), ("set/content/p1.txt", b"harbour bridge", None)]
 BAD_ARCHIVES = {
     "zip_bomb": _zip([*GOOD, ("set/html/p2.html", b"\0" * (40 * 1024 * 1024), None)]),
-    "tar_bomb": _tar([(n, d) for n, d, _ in GOOD] + [("set/html/p2.html",
+    "tar_bomb": tar_bytes([(n, d) for n, d, _ in GOOD] + [("set/html/p2.html",
                                                       b"\0" * (40 * 1024 * 1024))]),
     "zip_absolute": _zip([*GOOD, ("/etc/cron.d/x", b"x", None)]),
     "zip_dotdot": _zip([*GOOD, ("set/html/../../../escape.html", b"<p>x</p>", None)]),
-    "tar_absolute": _tar([(n, d) for n, d, _ in GOOD] + [("/tmp/x.html", b"<p>x</p>")]),
-    "tar_dotdot": _tar([(n, d) for n, d, _ in GOOD] + [("../x.html", b"<p>x</p>")]),
+    "tar_absolute": tar_bytes([(n, d) for n, d, _ in GOOD] + [("/tmp/x.html", b"<p>x</p>")]),
+    "tar_dotdot": tar_bytes([(n, d) for n, d, _ in GOOD] + [("../x.html", b"<p>x</p>")]),
     "zip_symlink": _zip([*GOOD, ("set/html/p3.html", b"/etc/passwd", stat.S_IFLNK | 0o777)]),
-    "tar_symlink": _tar([(n, d) for n, d, _ in GOOD]
+    "tar_symlink": tar_bytes([(n, d) for n, d, _ in GOOD]
                         + [_link("set/html/p3.html", "/etc/passwd", tarfile.SYMTYPE)]),
-    "tar_hardlink": _tar([(n, d) for n, d, _ in GOOD]
+    "tar_hardlink": tar_bytes([(n, d) for n, d, _ in GOOD]
                          + [_link("set/html/p3.html", "/etc/passwd", tarfile.LNKTYPE)]),
     "not_an_archive": b"PK\x03\x04 this is not really a zip",
 }

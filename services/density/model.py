@@ -21,7 +21,6 @@ cross-validated word F1 (see services/density/training.py).
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from shared.gbdt import Gbdt as Gbdt  # re-exported: the density model format na
 from shared.gbdt import decide as decide
 from shared.gbdt import sigmoid as _sigmoid
 from shared.gbdt import smooth as smooth
+from shared.modelfile import check_header, read_json, write_json
 
 FORMAT = "boilerbench-density-model"
 FORMAT_VERSION = 1
@@ -118,10 +118,7 @@ class DensityModel:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DensityModel:
-        if data.get("format") != FORMAT or data.get("version") != FORMAT_VERSION:
-            raise ValueError(f"not a {FORMAT} file of version {FORMAT_VERSION}")
-        if tuple(data["features"]) != FEATURES:
-            raise ValueError(f"the model's features {data['features']} are not {FEATURES}")
+        check_header(data, FORMAT, FORMAT_VERSION, FEATURES)
         kind = data["kind"]
         classifier: Mlp | Gbdt
         if kind == "mlp":
@@ -136,13 +133,11 @@ class DensityModel:
 
 def dump_model(model: DensityModel, path: Path) -> None:
     """Write the model as stable JSON (sorted keys, so one model gives one file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(model.to_json(), sort_keys=True, separators=(",", ":")) + "\n",
-                    encoding="utf-8")
+    write_json(model.to_json(), path)
 
 
 def read_model(path: Path) -> DensityModel:
-    return DensityModel.from_json(json.loads(path.read_text(encoding="utf-8")))
+    return DensityModel.from_json(read_json(path))
 
 
 @functools.cache

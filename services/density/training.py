@@ -1,7 +1,8 @@
 """Training the `learned` threshold: line labels from gold text, an MLP and boosted trees.
 
-Labels: a line is content when most of its tokens align (shared.alignment.aligned_mask,
-LCS over the whole page's tokens against the gold tokens). Each line's loss is
+Labels: a line is content when most of its tokens align (LCS over the whole page's
+tokens against the gold tokens; page loading, labels, folds and scores are
+shared.training's, the same as fusion's). Each line's loss is
 weighted by its share of its page's tokens, and each dataset gets the same total
 weight, because the score is a per-page mean of word F1 in which a line counts by
 its words. Both classifiers are trained deterministically (fixed seed, full passes,
@@ -13,11 +14,11 @@ around it (smoothing, relative cut) is described in services/density/model.py.
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from services.density.lines import Line, render_lines
+from services.density.lines import render_lines
 from services.density.model import (
     FEATURES,
     DensityModel,
@@ -36,14 +37,20 @@ from services.density.model import (
     dump_model,
     line_features,
 )
-from shared.alignment import aligned_mask
-from shared.decoding import NotHTMLError, decode_html
 from shared.gbdt import sigmoid
 from shared.gbdt import train_gbdt as shared_train_gbdt
 from shared.tokens import tokenize
+from shared.training import (
+    Page,
+    Units,
+    checks,
+    load_datasets,
+    mean_f1_by_dataset,
+    out_of_fold,
+    overall,
+)
 
 CUTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
-CHECK_PAGES = 3  # pages per dataset whose word F1 is recorded for the reproduction test
 CHECK_ROWS = 12  # feature rows whose probabilities are recorded
 
 
@@ -64,76 +71,11 @@ class Hyperparameters:
     relative_cut: float = 0.5
 
 
-@dataclass
-class Page:
-    """One labelled page: its lines' features, labels, weights and tokens."""
-
-    dataset: str
-    page_id: str
-    features: Matrix
-    labels: npt.NDArray[np.float64]
-    line_tokens: list[list[str]]
-    gold: Counter[str] = field(repr=False)
-
-
-def label_lines(lines: Sequence[Line], gold_tokens: Sequence[str]) -> tuple[
-        npt.NDArray[np.float64], list[list[str]]]:
-    """1.0 for lines most of whose tokens align with the gold, else 0.0; and the tokens."""
-    line_tokens = [tokenize(line.text) for line in lines]
-    mask = aligned_mask([t for tokens in line_tokens for t in tokens], gold_tokens)
-    labels = np.zeros(len(lines))
-    start = 0
-    for i, tokens in enumerate(line_tokens):
-        aligned = sum(mask[start:start + len(tokens)])
-        labels[i] = 1.0 if tokens and 2 * aligned > len(tokens) else 0.0
-        start += len(tokens)
-    return labels, line_tokens
-
-
-def page_ids(dataset: Path) -> list[str]:
-    return sorted(p.stem for p in (dataset / "html").glob("*.html"))
-
-
-def load_page(dataset: Path, page_id: str) -> tuple[str, str]:
-    """Decoded HTML and gold text of one page."""
-    html = decode_html((dataset / "html" / f"{page_id}.html").read_bytes())
-    gold = (dataset / "content" / f"{page_id}.txt").read_text(encoding="utf-8")
-    return html, gold
-
-
-def load_dataset(dataset: Path, limit: int | None = None) -> tuple[list[Page], list[str]]:
-    """Labelled pages of a dataset folder (the first `limit` ids) and the ids refused."""
-    pages: list[Page] = []
-    refused: list[str] = []
-    for page_id in page_ids(dataset)[:limit]:
-        try:
-            html, gold = load_page(dataset, page_id)
-        except NotHTMLError:
-            refused.append(page_id)
-            continue
-        lines = render_lines(html)
-        gold_tokens = tokenize(gold)
-        labels, line_tokens = label_lines(lines, gold_tokens)
-        pages.append(Page(dataset.name, page_id, line_features(lines), labels, line_tokens,
-                          Counter(gold_tokens)))
-    return pages, refused
-
-
-def word_f1(extracted: Counter[str], gold: Counter[str]) -> float:
-    """Bag-of-words F1 (0 for an empty extract or no overlap)."""
-    tp = sum((extracted & gold).values())
-    if tp == 0:
-        return 0.0
-    precision, recall = tp / sum(extracted.values()), tp / sum(gold.values())
-    return 2 * precision * recall / (precision + recall)
-
-
-def page_f1(page: Page, keep: npt.NDArray[np.bool_]) -> float:
-    extracted: Counter[str] = Counter()
-    for tokens, k in zip(page.line_tokens, keep, strict=True):
-        if k:
-            extracted.update(tokens)
-    return word_f1(extracted, page.gold)
+def page_lines(html: str) -> Units:
+    """A page's lines as training units: features, texts and tokens."""
+    lines = render_lines(html)
+    return line_features(lines), [line.text for line in lines], [
+        tokenize(line.text) for line in lines]
 
 
 def line_weights(pages: Sequence[Page]) -> npt.NDArray[np.float64]:
@@ -143,7 +85,7 @@ def line_weights(pages: Sequence[Page]) -> npt.NDArray[np.float64]:
     scale = total_lines / len(per_dataset)
     parts = []
     for page in pages:
-        counts = np.array([len(t) for t in page.line_tokens], dtype=np.float64)
+        counts = np.array([len(t) for t in page.tokens], dtype=np.float64)
         page_total = counts.sum() or 1.0
         parts.append(counts / page_total * scale / per_dataset[page.dataset])
     return np.concatenate(parts) if parts else np.zeros(0)
@@ -223,46 +165,18 @@ def fit(kind: str, pages: Sequence[Page], hp: Hyperparameters, seed: int) -> Mlp
     return train_gbdt(x, y, w, hp)
 
 
+def _fit_model(kind: str, hp: Hyperparameters, seed: int, pages: Sequence[Page]
+               ) -> DensityModel:
+    """A model of `kind` fitted on `pages`, deciding at cut 0.5 (for out-of-fold use)."""
+    return DensityModel(kind, fit(kind, pages, hp, seed), 0.5, {})
+
+
 def _round_trip(model: DensityModel) -> DensityModel:
     """The model as its file will load it (JSON floats), so recorded scores match the file."""
     return DensityModel.from_json(json.loads(json.dumps(model.to_json())))
 
 
-# -- evaluation ------------------------------------------------------------------------
-
-
-def mean_f1_by_dataset(pages: Sequence[Page], keep: Sequence[npt.NDArray[np.bool_]]
-                       ) -> dict[str, float]:
-    """Mean word F1 per dataset of the lines kept (keep[i] for pages[i])."""
-    scores: dict[str, list[float]] = {}
-    for page, mask in zip(pages, keep, strict=True):
-        scores.setdefault(page.dataset, []).append(page_f1(page, mask))
-    return {name: round(float(np.mean(v)), 4) for name, v in sorted(scores.items())}
-
-
-def fold_of(page: Page, folds: int) -> int:
-    digest = hashlib.sha256(f"{page.dataset}/{page.page_id}".encode()).hexdigest()
-    return int(digest, 16) % folds
-
-
-def out_of_fold(kind: str, pages: Sequence[Page], hp: Hyperparameters, seed: int
-                ) -> list[npt.NDArray[np.float64]]:
-    """Each page's line probabilities from the model trained on the other folds."""
-    probabilities: list[npt.NDArray[np.float64]] = [np.zeros(0)] * len(pages)
-    for k in range(hp.folds):
-        train = [p for p in pages if fold_of(p, hp.folds) != k]
-        held = [i for i, p in enumerate(pages) if fold_of(p, hp.folds) == k]
-        if not train or not held:
-            continue
-        model = DensityModel(kind, fit(kind, train, hp, seed), 0.5, {})
-        for i in held:
-            probabilities[i] = model.probabilities(pages[i].features)
-    return probabilities
-
-
-def _overall(scores: dict[str, float]) -> float:
-    """Datasets weigh the same in model choice."""
-    return float(np.mean(list(scores.values())))
+# -- training ------------------------------------------------------------------------
 
 
 def train(datasets: Sequence[Path], out: Path, seed: int = 0,
@@ -270,34 +184,25 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0,
           log: Callable[[str], None] = lambda _: None) -> DensityModel:
     """Train both classifiers, ship the better by cross-validated word F1, write `out`."""
     hp = hp or Hyperparameters()
-    pages: list[Page] = []
-    data_meta = []
-    for dataset in datasets:
-        loaded, refused = load_dataset(dataset, limit)
-        pages.extend(loaded)
-        ids = "\n".join(p.page_id for p in loaded)
-        data_meta.append({"name": dataset.name, "pages": len(loaded), "refused": refused,
-                          "lines": int(sum(len(p.labels) for p in loaded)),
-                          "content_lines": int(sum(p.labels.sum() for p in loaded)),
-                          "ids_sha256": hashlib.sha256(ids.encode()).hexdigest()})
-        log(f"{dataset.name}: {len(loaded)} pages, {data_meta[-1]['lines']} lines")
+    pages, data_meta = load_datasets(datasets, page_lines, "lines", limit)
+    for meta in data_meta:
+        log(f"{meta['name']}: {meta['pages']} pages, {meta['lines']} lines")
     if not pages:
         raise ValueError("no pages to train on")
     fixed = mean_f1_by_dataset(pages, [p.features[:, 3] >= 0.5 for p in pages])
     candidates: dict[str, dict[str, Any]] = {}
     for kind in ("mlp", "gbdt"):
-        oof = out_of_fold(kind, pages, hp, seed)
+        oof = out_of_fold(pages, hp.folds, functools.partial(_fit_model, kind, hp, seed))
         by_cut = {cut: mean_f1_by_dataset(pages, [decide(o, hp.smoothing, cut, hp.relative_cut)[1]
                                                   for o in oof]) for cut in CUTS}
-        cut = max(CUTS, key=lambda c: (_overall(by_cut[c]), -abs(c - 0.5)))
+        cut = max(CUTS, key=lambda c: (overall(by_cut[c]), -abs(c - 0.5)))
         candidates[kind] = {"cut": cut, "cross_validated_f1": by_cut[cut],
                             "cross_validated_f1_at_0.5": by_cut[0.5]}
         log(f"{kind}: cross-validated word F1 {by_cut[cut]} at cut {cut}")
-    kind = max(candidates, key=lambda k: _overall(candidates[k]["cross_validated_f1"]))
+    kind = max(candidates, key=lambda k: overall(candidates[k]["cross_validated_f1"]))
     model = _round_trip(DensityModel(kind, fit(kind, pages, hp, seed),
                                      candidates[kind]["cut"], {}, hp.smoothing,
                                      hp.relative_cut))
-    checks = _checks(model, pages)
     metadata = {
         "trained_by": "boilerbench train density",
         "seed": seed,
@@ -311,29 +216,10 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0,
         "shipped": kind,
         "training_f1": mean_f1_by_dataset(pages, [model.decide(p.features)[1] for p in pages]),
         "fixed_0.5_f1": fixed,
-        "checks": checks,
+        "checks": checks(model, pages, CHECK_ROWS),
     }
     model = DensityModel(model.kind, model.classifier, model.cut, metadata, model.smoothing,
                          model.relative_cut)
     dump_model(model, out)
     log(f"shipped {kind} (cut {model.cut}) to {out}")
     return model
-
-
-def _checks(model: DensityModel, pages: Sequence[Page]) -> dict[str, Any]:
-    """Recorded outputs for the test that the file reproduces its training scores: the word
-    F1 of the first pages of each dataset, and probabilities of some feature rows."""
-    firsts: dict[str, list[Page]] = {}
-    for page in pages:
-        firsts.setdefault(page.dataset, [])
-        if len(firsts[page.dataset]) < CHECK_PAGES:
-            firsts[page.dataset].append(page)
-    page_scores = {
-        name: {p.page_id: round(page_f1(p, model.decide(p.features)[1]), 6)
-               for p in chosen}
-        for name, chosen in firsts.items()
-    }
-    rows = np.vstack([p.features for p in pages])[:: max(1, sum(len(p.labels) for p in pages)
-                                                       // CHECK_ROWS)][:CHECK_ROWS]
-    return {"page_word_f1": page_scores, "rows": rows.tolist(),
-            "probabilities": model.probabilities(rows).tolist()}

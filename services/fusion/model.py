@@ -9,7 +9,6 @@ comes in runs) and keeps a block when its smoothed probability reaches `cut`, or
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import numpy.typing as npt
 
 from services.fusion.features import FEATURES, Matrix
 from shared.gbdt import Gbdt, decide
+from shared.modelfile import check_header, read_json, write_json
 
 FORMAT = "boilerbench-fusion-model"
 FORMAT_VERSION = 1
@@ -57,10 +57,7 @@ class FusionModel:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FusionModel:
-        if data.get("format") != FORMAT or data.get("version") != FORMAT_VERSION:
-            raise ValueError(f"not a {FORMAT} file of version {FORMAT_VERSION}")
-        if tuple(data["features"]) != FEATURES:
-            raise ValueError("the model was trained on other features than this code computes")
+        check_header(data, FORMAT, FORMAT_VERSION, FEATURES)
         return cls(Gbdt.from_json(data["gbdt"]), float(data["cut"]),
                    tuple(float(v) for v in data["smoothing"]), float(data["relative_cut"]),
                    dict(data["metadata"]))
@@ -68,13 +65,11 @@ class FusionModel:
 
 def dump_model(model: FusionModel, path: Path) -> None:
     """Write the model as stable JSON (sorted keys: one model, one file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(model.to_json(), sort_keys=True, separators=(",", ":")) + "\n",
-                    encoding="utf-8")
+    write_json(model.to_json(), path)
 
 
 def read_model(path: Path) -> FusionModel:
-    return FusionModel.from_json(json.loads(path.read_text(encoding="utf-8")))
+    return FusionModel.from_json(read_json(path))
 
 
 @functools.cache

@@ -5,7 +5,8 @@ Labels: a block is content when most of its tokens align with the gold
 tokens and each dataset weighs the same in total, because the score is a per-page
 mean of word F1 in which a block counts by its words; blocks without tokens are left
 out (they cannot change a word score). Trees: shared.gbdt, fixed seed, so one
-command gives one file.
+command gives one file. Page loading, labels, folds and scores are shared.training's,
+the same as density's.
 
 Evaluation, all on pages the model did not see:
 - k-fold: folds by a hash of dataset/page id over all datasets pooled;
@@ -17,12 +18,10 @@ The shipped model is fitted on every page with the rule chosen by the pooled k-f
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +30,22 @@ import numpy.typing as npt
 
 from services.fusion.features import FEATURES, Matrix, page_features
 from services.fusion.model import FusionModel, dump_model, read_model
-from shared.blockmap import CONTENT_SHARE, block_support
-from shared.decoding import NotHTMLError, decode_html
 from shared.gbdt import Gbdt, decide, train_gbdt
-from shared.tokens import tokenize
+from shared.training import (
+    Page,
+    Units,
+    checks,
+    load_datasets,
+    mean_f1_by_dataset,
+    out_of_fold,
+    overall,
+)
 
 CUTS = (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
 KERNELS: tuple[tuple[float, ...], ...] = ((1.0,), (0.25, 0.5, 0.25), (0.15, 0.7, 0.15))
 # The decision rule of the cross-dataset figures, fixed before looking at any score.
 PRIOR_CUT = 0.5
 PRIOR_SMOOTHING = (0.25, 0.5, 0.25)
-CHECK_PAGES = 3  # pages per dataset whose word F1 is recorded for the reproduction test
 CHECK_ROWS = 16  # feature rows whose probabilities are recorded
 
 
@@ -58,90 +62,10 @@ class Hyperparameters:
     relative_cut: float = 0.5
 
 
-@dataclass
-class Page:
-    """One labelled page: its blocks' features, labels and tokens, and the gold words."""
-
-    dataset: str
-    page_id: str
-    features: Matrix
-    labels: npt.NDArray[np.float64]
-    tokens: list[list[str]]
-    gold: Counter[str] = field(repr=False)
-
-
-def page_ids(dataset: Path) -> list[str]:
-    return sorted(p.stem for p in (dataset / "html").glob("*.html"))
-
-
-def load_page(dataset: Path, page_id: str) -> tuple[str, str]:
-    """Decoded HTML and gold text of one page."""
-    html = decode_html((dataset / "html" / f"{page_id}.html").read_bytes())
-    gold = (dataset / "content" / f"{page_id}.txt").read_text(encoding="utf-8")
-    return html, gold
-
-
-def _labelled(job: tuple[Path, str]) -> Page | str:
-    """A labelled page, or its id when the page is not HTML."""
-    dataset, page_id = job
-    try:
-        html, gold = load_page(dataset, page_id)
-    except NotHTMLError:
-        return page_id
+def page_blocks(html: str) -> Units:
+    """A page's blocks as training units: features, texts and tokens."""
     page = page_features(html)
-    gold_tokens = tokenize(gold)
-    support = block_support([b.text for b in page.blocks], gold_tokens)
-    labels = np.array([float(s > CONTENT_SHARE) for s in support])
-    return Page(dataset.name, page_id, page.matrix, labels, page.tokens, Counter(gold_tokens))
-
-
-def load_datasets(datasets: Sequence[Path], limit: int | None = None, workers: int = 1
-                  ) -> tuple[list[Page], list[dict[str, Any]]]:
-    """Labelled pages of each dataset folder (the first `limit` ids) and their metadata.
-    Pages are computed in `workers` processes but kept in id order."""
-    jobs = [(d, page_id) for d in datasets for page_id in page_ids(d)[:limit]]
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            results = list(pool.map(_labelled, jobs, chunksize=8))
-    else:
-        results = [_labelled(job) for job in jobs]
-    pages = [r for r in results if isinstance(r, Page)]
-    meta = []
-    for d in datasets:
-        mine = [p for p in pages if p.dataset == d.name]
-        refused = [r for (dd, _), r in zip(jobs, results, strict=True)
-                   if dd == d and isinstance(r, str)]
-        ids = "\n".join(p.page_id for p in mine)
-        meta.append({"name": d.name, "pages": len(mine), "refused": refused,
-                     "blocks": int(sum(len(p.labels) for p in mine)),
-                     "content_blocks": int(sum(p.labels.sum() for p in mine)),
-                     "ids_sha256": hashlib.sha256(ids.encode()).hexdigest()})
-    return pages, meta
-
-
-def word_f1(extracted: Counter[str], gold: Counter[str]) -> float:
-    """Bag-of-words F1 (multiset intersection; 0 for an empty extract or no overlap)."""
-    tp = sum((extracted & gold).values())
-    if tp == 0:
-        return 0.0
-    precision, recall = tp / sum(extracted.values()), tp / sum(gold.values())
-    return 2 * precision * recall / (precision + recall)
-
-
-def page_f1(page: Page, keep: npt.NDArray[np.bool_]) -> float:
-    extracted: Counter[str] = Counter()
-    for tokens, kept in zip(page.tokens, keep, strict=True):
-        if kept:
-            extracted.update(tokens)
-    return word_f1(extracted, page.gold)
-
-
-def mean_f1_by_dataset(pages: Sequence[Page], keep: Sequence[npt.NDArray[np.bool_]]
-                       ) -> dict[str, float]:
-    scores: dict[str, list[float]] = {}
-    for page, mask in zip(pages, keep, strict=True):
-        scores.setdefault(page.dataset, []).append(page_f1(page, mask))
-    return {name: round(float(np.mean(v)), 4) for name, v in sorted(scores.items())}
+    return page.matrix, [b.text for b in page.blocks], page.tokens
 
 
 def stack(pages: Sequence[Page]) -> tuple[Matrix, npt.NDArray[np.float64],
@@ -171,30 +95,6 @@ def fit(pages: Sequence[Page], hp: Hyperparameters, seed: int) -> Gbdt:
                       subsample=hp.subsample, seed=seed)
 
 
-def fold_of(page: Page, folds: int) -> int:
-    digest = hashlib.sha256(f"{page.dataset}/{page.page_id}".encode()).hexdigest()
-    return int(digest, 16) % folds
-
-
-def out_of_fold(pages: Sequence[Page], hp: Hyperparameters, seed: int) -> list[Matrix]:
-    """Each page's block probabilities from the model fitted on the other folds."""
-    probabilities: list[Matrix] = [np.zeros(0)] * len(pages)
-    for k in range(hp.folds):
-        train = [p for p in pages if fold_of(p, hp.folds) != k]
-        held = [i for i, p in enumerate(pages) if fold_of(p, hp.folds) == k]
-        if not train or not held:
-            continue
-        model = fit(train, hp, seed)
-        for i in held:
-            probabilities[i] = model.probabilities(pages[i].features)
-    return probabilities
-
-
-def _overall(scores: dict[str, float]) -> float:
-    """Datasets weigh the same."""
-    return float(np.mean(list(scores.values())))
-
-
 def choose_rule(pages: Sequence[Page], probabilities: Sequence[Matrix], hp: Hyperparameters
                 ) -> tuple[float, tuple[float, ...], dict[str, float]]:
     """The cut and smoothing kernel of best mean word F1 (ties: the cut nearest 0.5, the
@@ -204,7 +104,7 @@ def choose_rule(pages: Sequence[Page], probabilities: Sequence[Matrix], hp: Hype
         for cut in CUTS:
             scores = mean_f1_by_dataset(
                 pages, [decide(p, kernel, cut, hp.relative_cut)[1] for p in probabilities])
-            key = _overall(scores) - 1e-6 * abs(cut - 0.5)
+            key = overall(scores) - 1e-6 * abs(cut - 0.5)
             if best is None or key > best[0] + 1e-12:
                 best = (key, cut, kernel, scores)
     assert best is not None
@@ -240,12 +140,12 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0,
     """Evaluate (k-fold, cross-dataset), fit on every page, write the model to `out`."""
     hp = hp or Hyperparameters()
     workers = workers or min(2, os.cpu_count() or 1)
-    pages, data_meta = load_datasets(datasets, limit, workers)
+    pages, data_meta = load_datasets(datasets, page_blocks, "blocks", limit, workers)
     for meta in data_meta:
         log(f"{meta['name']}: {meta['pages']} pages, {meta['blocks']} blocks")
     if not pages:
         raise ValueError("no pages to train on")
-    oof = out_of_fold(pages, hp, seed)
+    oof = out_of_fold(pages, hp.folds, lambda train: fit(train, hp, seed))
     cut, kernel, kfold = choose_rule(pages, oof, hp)
     log(f"k-fold ({hp.folds}): word F1 {kfold} at cut {cut}, smoothing {kernel}")
     at_prior = mean_f1_by_dataset(
@@ -270,25 +170,10 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0,
                      "F1, in-process, default options): benchmarks/quality.py",
         },
         "training_f1": mean_f1_by_dataset(pages, [model.decide(p.features)[1] for p in pages]),
-        "checks": _checks(model, pages),
+        "checks": checks(model, pages, CHECK_ROWS),
     }
     model = FusionModel(model.gbdt, model.cut, model.smoothing, model.relative_cut, metadata)
     dump_model(model, out)
     log(f"wrote {out}")
     return read_model(out)
 
-
-def _checks(model: FusionModel, pages: Sequence[Page]) -> dict[str, Any]:
-    """Recorded outputs for the test that the file reproduces its training: the word F1
-    of the first pages of each dataset and the probabilities of some feature rows."""
-    firsts: dict[str, list[Page]] = {}
-    for page in pages:
-        chosen = firsts.setdefault(page.dataset, [])
-        if len(chosen) < CHECK_PAGES:
-            chosen.append(page)
-    page_scores = {name: {p.page_id: round(page_f1(p, model.decide(p.features)[1]), 6)
-                          for p in chosen} for name, chosen in firsts.items()}
-    rows = np.vstack([p.features for p in pages])
-    rows = rows[:: max(1, len(rows) // CHECK_ROWS)][:CHECK_ROWS]
-    return {"page_word_f1": page_scores, "rows": rows.tolist(),
-            "probabilities": model.probabilities(rows).tolist()}

@@ -1,0 +1,37 @@
+"""Model files of the learned services (density, fusion): stable JSON with a checked header.
+
+JSON loads without executing code (no pickle). Keys are sorted and separators fixed,
+so one model gives one file byte for byte and a retrained model can be compared
+with `cmp`. A file names its format, version and feature list; a loader refuses a
+file whose header differs, since features computed by other code would silently
+give wrong probabilities.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def check_header(data: dict[str, Any], format_name: str, version: int,
+                 features: Sequence[str]) -> None:
+    """Raise ValueError unless `data` is a `format_name` file of `version` over `features`."""
+    if data.get("format") != format_name or data.get("version") != version:
+        raise ValueError(f"not a {format_name} file of version {version}")
+    if tuple(data["features"]) != tuple(features):
+        raise ValueError(f"the model's features {data['features']} are not the "
+                         f"{tuple(features)} this code computes")
+
+
+def write_json(data: dict[str, Any], path: Path) -> None:
+    """Write `data` as stable JSON (sorted keys, compact), creating the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n",
+                    encoding="utf-8")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data

@@ -1,0 +1,119 @@
+"""Helpers several test files share: dataset samples, archives, the rss feed, and the
+one bag-of-words F1 written independently of orchestrator.scoring.
+
+Tests that merely need a word F1 use orchestrator.scoring.bag_f1 (the project's
+scoring); `independent_bag_f1` is for the tests whose point is to check the
+orchestrator's figures against a separate computation.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from statistics import fmean
+
+import pytest
+
+from orchestrator.scoring import bag_f1
+from shared.contract import Algorithm
+from shared.html import parse_html, visible_text
+from shared.tokens import tokenize
+from shared.training import load_page, page_ids
+
+# A one-item feed whose item matches a page about the harbour bridge at RSS_URL: what
+# the rss service needs for a page to reach its algorithm.
+RSS_URL = "https://news.example/bridge"
+RSS_FEED = (
+    '<?xml version="1.0"?><rss version="2.0"><channel><title>City News</title>'
+    "<item><title>Harbour bridge reopens after repairs</title>"
+    f"<link>{RSS_URL}</link>"
+    "<description>The old harbour bridge opened again to traffic on Monday morning after "
+    "eight months of repairs, the city council said.</description></item></channel></rss>"
+)
+
+# An article's paragraphs, long enough for every extractor to take them for content.
+LIBRARY_ARTICLE = (
+    "The village library reopened on Saturday after a year of building work that doubled its "
+    "reading room and added a small garden where children can listen to stories in summer.",
+    "Volunteers carried more than eleven thousand books back onto the new shelves during the "
+    "week, sorting them by subject while the electricians finished the lighting upstairs.",
+    "The librarian said that the old building had been too cold in winter and too dark all "
+    "year, and that the new windows would make the long evenings of reading more pleasant.",
+    "Opening hours will be longer from next month, with the library staying open until eight "
+    "o'clock on Thursdays so that people who work in the town can visit after their day ends.",
+    "A reading group for teenagers starts in the new year, and the council has promised money "
+    "for a second computer room once the roof of the old wing has been repaired as well.",
+)
+
+# Pages with little or odd text that an extractor must take without raising.
+ODD_PAGES = ("", "   ", "<html></html>", "<p>only words here</p>", "<br><br><hr>",
+             "\x00\x01<p>ctrl</p>", "<?xml version='1.0' encoding='bogus'?><p>x</p>")
+
+
+def assert_odd_pages_do_not_raise(algorithm: Algorithm, pages: Sequence[str] = ODD_PAGES
+                                  ) -> None:
+    """Each page runs without raising and gives no empty block; a lone paragraph is the
+    whole extract."""
+    for html in pages:
+        reply = algorithm.run(html)
+        assert all(b.text for b in reply.blocks)
+    assert algorithm.run("<p>only words here</p>").text == "only words here"
+
+
+def independent_bag_f1(extract: str, gold: str) -> float:
+    """Bag-of-words F1 from plain Counter arithmetic (DESIGN.md), written separately from
+    orchestrator.scoring: the same 0/0 rules, none of its code."""
+    e, g = Counter(tokenize(extract)), Counter(tokenize(gold))
+    common = sum(min(n, g[w]) for w, n in e.items())
+    e_total, g_total = sum(e.values()), sum(g.values())
+    if e_total == 0 or g_total == 0:
+        return 1.0 if e_total == g_total else 0.0
+    p, r = common / e_total, common / g_total
+    return 0.0 if common == 0 else 2 * p * r / (p + r)
+
+
+def dataset_pages(folder: Path, stop: int | None = None, step: int = 1
+                  ) -> list[tuple[str, str]]:
+    """Decoded HTML and gold text of a dataset folder's pages, by sorted id, [:stop:step]:
+    a fixed sample, so a test sees the same pages on every run."""
+    return [load_page(folder, page_id) for page_id in page_ids(folder)[:stop:step]]
+
+
+def visible_text_of(html: str) -> str:
+    """All of a page's visible text: the baseline an extractor must beat."""
+    return visible_text(parse_html(html))
+
+
+def mean_bag_f1(extract: Callable[[str], str], pages: Sequence[tuple[str, str]]) -> float:
+    """Mean bag-of-words word F1 (orchestrator.scoring.bag_f1) of `extract`'s text over
+    (html, gold) pages."""
+    return fmean(bag_f1(extract(html), gold) for html, gold in pages)
+
+
+def assert_recorded_page_scores(recorded: dict[str, float], folder: Path,
+                                extract: Callable[[str], str]) -> None:
+    """The word F1 a model file recorded for its pages at training time (shared.training
+    checks) is what `extract`'s text scores on them now."""
+    assert recorded
+    for page_id, score in recorded.items():
+        html, gold = load_page(folder, page_id)
+        assert bag_f1(extract(html), gold) == pytest.approx(score, abs=1e-6), page_id
+
+
+def tar_bytes(members: Sequence[tarfile.TarInfo | tuple[str, bytes]], mode: str = "w:gz"
+              ) -> bytes:
+    """A tar archive in memory: (name, data) pairs become files, TarInfo entries
+    (links, devices, ...) are added as they are."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as archive:  # type: ignore[call-overload]
+        for member in members:
+            if isinstance(member, tarfile.TarInfo):
+                archive.addfile(member)
+            else:
+                info = tarfile.TarInfo(member[0])
+                info.size = len(member[1])
+                archive.addfile(info, io.BytesIO(member[1]))
+    return buffer.getvalue()
