@@ -523,6 +523,8 @@ def write_run_outputs(store: Store, run_id: str, output_folder: Path,
     info = store.run(run_id)
     if info is None:
         raise KeyError(run_id)
+    # Written when every page is done, just before the store marks the run finished.
+    info = info.model_copy(update={"status": "finished"})
     warnings = store.details(run_id)["warnings"]
     if warnings:  # unpaired files and unusable pages travel with the figures
         info = info.model_copy(update={"options": {**info.options, "warnings": warnings}})
