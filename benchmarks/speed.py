@@ -37,7 +37,6 @@ import json
 import os
 import platform
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -264,12 +263,6 @@ def measure_in_process(target: str, pages_file: Path, repeat: int) -> dict[str, 
 # HTTP measurement
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
 
 def _tree(pid: int) -> list[int]:
     """The pid and all its descendants (from /proc/<pid>/task/*/children)."""
@@ -306,10 +299,10 @@ def measure_http(target: str, pages: Sequence[PageRef]) -> dict[str, Any]:
     that both paths see the same machine load: the HTTP/in-process ratios use these."""
     import httpx
 
-    from orchestrator.launcher import LocalStack, StackError
+    from orchestrator.launcher import LocalStack, StackError, free_port
 
     name, _ = split_target(target)
-    stack = LocalStack([name], ports={name: _free_port()})
+    stack = LocalStack([name], ports={name: free_port()})
     try:
         urls = stack.start(timeout=180.0)
     except StackError as exc:

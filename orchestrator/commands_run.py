@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,7 +30,7 @@ from rich.table import Table
 from orchestrator.cli import app
 from orchestrator.config import ConfigError, RunConfig, load_config
 from orchestrator.datasets import SCRAPINGHUB_URL, DatasetError, download_scrapinghub
-from orchestrator.launcher import LocalStack, StackError
+from orchestrator.launcher import LocalStack, StackError, free_port
 from orchestrator.models import PageResult
 from orchestrator.report import render_table
 from orchestrator.runner import (
@@ -55,12 +54,6 @@ runs_app = typer.Typer(help="Runs recorded in the store.", no_args_is_help=True)
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(runs_app, name="runs")
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -181,7 +174,7 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[P
     if spec.backend == "http" and (spec.local or config.mode == "local"):
         names = [n for n in spec.services if n not in config.urls]
         if names:
-            stack = LocalStack(names, ports={n: _free_port() for n in names})
+            stack = LocalStack(names, ports={n: free_port() for n in names})
             console.print(f"starting local services: {', '.join(names)} ...")
             try:
                 urls = stack.start(timeout=180.0)

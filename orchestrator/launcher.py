@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -29,6 +30,14 @@ class ServiceProcess:
     name: str
     url: str
     process: subprocess.Popen[bytes]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the OS picks it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def wait_healthy(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:

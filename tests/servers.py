@@ -4,7 +4,6 @@ http.server handler, each in a thread; or services as processes (LocalStack)."""
 from __future__ import annotations
 
 import http.server
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -14,14 +13,9 @@ from typing import Any
 import httpx
 import uvicorn
 
-from orchestrator.launcher import LocalStack
+from orchestrator.launcher import LocalStack, free_port
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+__all__ = ["free_port", "local_stack", "serve_app", "serve_http"]
 
 
 @contextmanager

@@ -44,7 +44,7 @@ project, who thanked the residents for their patience during the closure.</p>
 </footer></body></html>"""
 
 
-def example_options(name: str, html: str) -> dict[str, Any]:
+def example_options(name: str) -> dict[str, Any]:
     """Options a service needs for a successful request (rss needs the page's feed)."""
     if name == "rss":
         item_text = (
@@ -100,7 +100,7 @@ def test_info(service: tuple[str, str]) -> None:
 def test_extract_raw_html(service: tuple[str, str]) -> None:
     name, url = service
     params = {"url": page_url(name)} if page_url(name) else {}
-    options = example_options(name, ARTICLE)
+    options = example_options(name)
     if options:  # options that do not fit a query string go in a JSON body instead
         reply = httpx.post(f"{url}/extract", json={"html": ARTICLE, "url": page_url(name),
                                                    "options": options}, timeout=60)
@@ -124,7 +124,7 @@ def test_extract_json_body_real_page(service: tuple[str, str], scrapinghub: Any)
     path = sorted((scrapinghub / "html").glob("*.html"))[3]
     html = decode_html(path.read_bytes())
     reply = httpx.post(f"{url}/extract", json={"html": html, "url": page_url(name),
-                                               "options": example_options(name, html)},
+                                               "options": example_options(name)},
                        timeout=60)
     if name == "rss":  # a feed built for another page: no matching item is a clear 422
         assert_error(reply, 422)
@@ -199,7 +199,7 @@ def test_slow_page_answers_within_the_time_limit(service: tuple[str, str], page:
     # The reply came within the limit plus transfer slack, not after the page finished.
     assert waited < TIME_LIMIT_S + 15
     ok = httpx.post(f"{url}/extract", json={"html": ARTICLE, "url": page_url(name),
-                                            "options": example_options(name, ARTICLE)},
+                                            "options": example_options(name)},
                     timeout=120)
     assert ok.status_code == 200, ok.text[:300]
 

@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 
 from orchestrator.commands_docker import docker_app
 from orchestrator.docker_ops import DockerOpsError, list_algorithms, swap_service
+from orchestrator.launcher import free_port
 
 API_VERSION = "1.43"
 NETWORK = "boilerbench"
@@ -417,10 +418,8 @@ def test_swap_refuses_missing_image_and_absent_service(engine: tuple[FakeEngine,
 
 
 def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
+    """A port nothing listens on (free_port's socket is closed again)."""
+    return free_port()
 
 
 def test_ps_lists_algorithms_with_health_and_version(engine: tuple[FakeEngine, str]) -> None:

@@ -50,7 +50,7 @@ def test_every_service_answers_on_its_port(stack: dict[str, str]) -> None:
             info = ServiceInfo.model_validate(client.get(f"{url}/info").json())
             assert info.name == name
             reply = client.post(f"{url}/extract", json={
-                "html": ARTICLE, "url": page_url(name), "options": example_options(name, ARTICLE)})
+                "html": ARTICLE, "url": page_url(name), "options": example_options(name)})
             assert reply.status_code == 200, (name, reply.text[:300])
             body = ExtractReply.model_validate(reply.json())
             assert body.algorithm == name
