@@ -11,12 +11,12 @@ from services.cetd.extractor import (
     ALGORITHM,
     CetdOptions,
     composite_text_density,
-    find_body,
+    PageMeasures,
     mark_content,
-    measure_tree,
+    measure_page,
     text_density,
 )
-from shared.html import parse_html, tag_name
+from shared.flatpage import flatten_html
 from tests.helpers import (
     ODD_PAGES,
     assert_odd_pages_do_not_raise,
@@ -46,30 +46,39 @@ FIGURES = {  # index: (C, T, LC, LT)
 RATIO = 12 / 40  # LC_b / C_b = 0.3
 
 
+def measure(html: str, options: CetdOptions) -> tuple[PageMeasures, list[int]]:
+    """The page's measures and its visible elements in document order (the parser's
+    <head> is invisible, so the SMALL page's visible elements are numbered as above)."""
+    measures = measure_page(flatten_html(html, find_hidden=True), options)
+    return measures, [int(i) for i in measures.visible.nonzero()[0]]
+
+
 def test_small_page_counts() -> None:
-    nodes = measure_tree(parse_html(SMALL), CetdOptions()).nodes
-    assert [tag_name(n.element) for n in nodes] == [
+    measures, nodes = measure(SMALL, CetdOptions())
+    assert [measures.page.names[n] for n in nodes] == [
         "html", "body", "div", "a", "a", "div", "p", "p", "a"]
-    assert {i: (n.chars, n.tags, n.link_chars, n.link_tags) for i, n in enumerate(nodes)} == FIGURES
-    assert find_body(nodes) == 1
+    assert {i: (measures.chars[n], measures.tags[n], measures.link_chars[n],
+                measures.link_tags[n]) for i, n in enumerate(nodes)} == FIGURES
+    assert measures.body() == nodes[1]
 
 
 def test_small_page_text_density() -> None:
-    nodes = measure_tree(parse_html(SMALL), CetdOptions(measure="td")).nodes
+    measures, nodes = measure(SMALL, CetdOptions(measure="td"))
     # TD = C / T, T = 0 taken as 1: nav 8/2 = 4, each link 4, p1 15, p2 17, main 32/3,
     # body 40/7 = 5.714, html 40/8 = 5.
     expected = [5.0, 40 / 7, 4.0, 4.0, 4.0, 32 / 3, 15.0, 17.0, 4.0]
-    assert [n.density for n in nodes] == pytest.approx(expected)
+    assert [measures.density[n] for n in nodes] == pytest.approx(expected)
     # DensitySum: the children's TD plus the node's own text pieces (C each as a leaf):
     # nav 4 + 4 = 8; main 15 + 17 = 32; body 4 + 32/3 = 14.667; p1 its text 15;
     # p2 "Delta" 5 + link 4 + "epsilon." 8 = 17; html TD(body) = 5.714; links 4.
     sums = [40 / 7, 4 + 32 / 3, 8.0, 4.0, 4.0, 32.0, 15.0, 17.0, 4.0]
-    assert [n.density_sum for n in nodes] == pytest.approx(sums)
-    assert nodes[1].best == 5  # div#main has the largest DensitySum under body
+    assert [measures.density_sum[n] for n in nodes] == pytest.approx(sums)
+    assert measures.best(nodes[1]) == nodes[5]  # div#main: the largest DensitySum under body
 
 
 def test_small_page_composite_text_density() -> None:
-    nodes = measure_tree(parse_html(SMALL), CetdOptions(measure="ctd")).nodes
+    measures, nodes = measure(SMALL, CetdOptions(measure="ctd"))
+    density, density_sum = measures.density, measures.density_sum
     ln = math.log
     # CTD = C/T * ln(C*T / (LC*LT)) / ln(ln(C/nonLC * LC + LC_b/C_b * C + e)),
     # T, LC, LT, nonLC of 0 taken as 1.
@@ -83,18 +92,18 @@ def test_small_page_composite_text_density() -> None:
     # body: 40/7 * ln(280/36) / ln ln(40/28 * 12 + 12 + e) = 11.722 / ln(3.4614) = 9.44
     body = 40 / 7 * ln(280 / 36) / ln(ln(40 / 28 * 12 + 12 + math.e))
     assert (p1, p2, main, body) == pytest.approx((54.53, 26.07, 32.62, 9.44), abs=0.01)
-    assert nodes[6].density == pytest.approx(p1)
-    assert nodes[7].density == pytest.approx(p2)
-    assert nodes[5].density == pytest.approx(main)
-    assert nodes[1].density == pytest.approx(body)
-    assert [nodes[i].density for i in (2, 3, 4, 8)] == [0.0, 0.0, 0.0, 0.0]
+    assert density[nodes[6]] == pytest.approx(p1)
+    assert density[nodes[7]] == pytest.approx(p2)
+    assert density[nodes[5]] == pytest.approx(main)
+    assert density[nodes[1]] == pytest.approx(body)
+    assert [density[nodes[i]] for i in (2, 3, 4, 8)] == [0.0, 0.0, 0.0, 0.0]
     # DensitySum of main = CTD(p1) + CTD(p2) = 80.60; of p2 its texts "Delta" (C = 5) and
     # "epsilon." (C = 8) as leaves, plus its link's 0:
     # 5 ln 5 / ln ln(1 + 1.5 + e) + 8 ln 8 / ln ln(1 + 2.4 + e) = 16.03 + 28.00
-    assert nodes[5].density_sum == pytest.approx(80.60, abs=0.01)
-    assert nodes[7].density_sum == pytest.approx(16.03 + 28.00, abs=0.01)
-    assert nodes[1].density_sum == pytest.approx(main)  # nav 0 + main
-    assert nodes[1].best == 5
+    assert density_sum[nodes[5]] == pytest.approx(80.60, abs=0.01)
+    assert density_sum[nodes[7]] == pytest.approx(16.03 + 28.00, abs=0.01)
+    assert density_sum[nodes[1]] == pytest.approx(main)  # nav 0 + main
+    assert measures.best(nodes[1]) == nodes[5]
 
 
 def test_composite_text_density_guards() -> None:
@@ -129,18 +138,18 @@ def test_extract_content_visits_children_over_the_threshold() -> None:
     reaches the threshold, not only the largest-DensitySum subtree."""
     page = ("<html><body><div id='story'>" + f"<p>{LONG}</p>" * 3 + "</div>"
             f"<ul>{MENU}</ul><div id='note'><p>A short aside note kept.</p></div></body></html>")
-    for measure in ("td", "ctd"):
-        page_stats = measure_tree(parse_html(page), CetdOptions(measure=measure))
-        nodes = page_stats.nodes
-        content, threshold = mark_content(nodes, CetdOptions(measure=measure))
-        assert threshold == nodes[1].density
-        story, menu, note = nodes[1].children
-        assert nodes[1].best == story
-        assert nodes[note].density >= threshold > nodes[menu].density
+    for kind in ("td", "ctd"):
+        measures, _ = measure(page, CetdOptions(measure=kind))
+        body = measures.body()
+        content, threshold = mark_content(measures, CetdOptions(measure=kind))
+        assert threshold == measures.density[body]
+        story, menu, note = measures.children(body)
+        assert measures.best(body) == story
+        assert measures.density[note] >= threshold > measures.density[menu]
         assert content[story]
         assert content[note]
         assert not content[menu]
-        texts = [(b.text, b.is_content) for b in ALGORITHM.run(page, {"measure": measure}).blocks]
+        texts = [(b.text, b.is_content) for b in ALGORITHM.run(page, {"measure": kind}).blocks]
         assert texts == [*[(LONG, True)] * 3, *[(f"Menu {n}", False) for n in range(6)],
                          ("A short aside note kept.", True)]
 
@@ -169,8 +178,8 @@ def test_beats_visible_text_on_scrapinghub_sample(scrapinghub: Path) -> None:
 def test_path_threshold_keeps_a_superset(scrapinghub: Path) -> None:
     """The path threshold is never above body's, so ExtractContent keeps at least as much."""
     for html, _ in dataset_pages(scrapinghub, 15):
-        nodes = measure_tree(parse_html(html), CetdOptions()).nodes
-        by_body, body_threshold = mark_content(nodes, CetdOptions(threshold="body"))
-        by_path, path_threshold = mark_content(nodes, CetdOptions(threshold="path"))
+        measures, _ = measure(html, CetdOptions())
+        by_body, body_threshold = mark_content(measures, CetdOptions(threshold="body"))
+        by_path, path_threshold = mark_content(measures, CetdOptions(threshold="path"))
         assert path_threshold <= body_threshold
         assert all(p for b, p in zip(by_body, by_path, strict=True) if b)

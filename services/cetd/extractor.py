@@ -27,6 +27,13 @@ node whose density reaches the threshold has the largest-DensitySum node of its
 subtree marked as content and its children visited in turn; below the threshold a
 subtree is left out.
 
+How it runs: the page is parsed once into a shared.flatpage.FlatPage (lexbor), and
+one pass over its events records, per element, its own text characters, whether it is
+visible and the last element of its subtree. Elements are numbered in document order,
+so a subtree is a contiguous range i..last[i], and C, T, LC and LT of every node are
+differences of cumulative sums (numpy), as are the densities: no Python-level work
+per node beyond that one pass.
+
 Counting: characters are the non-whitespace characters of visible text (the
 whitespace of HTML source is layout, not text); tags are visible elements (script,
 style and the other shared.html.INVISIBLE elements are dropped first, as the
@@ -38,19 +45,22 @@ are <a> and <button>.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Literal
 
-from lxml import etree
+import numpy as np
+import numpy.typing as npt
 from pydantic import Field
 
-from shared.contract import Algorithm, Block, Extraction, Options
-from shared.html import BLOCK_LEVEL, INVISIBLE, parse_html, tag_name
+from shared.contract import Algorithm, Extraction, Options, make_blocks
+from shared.flatpage import FlatPage, flatten_html
+from shared.html import BLOCK_LEVEL, INVISIBLE
 
 LINKS = frozenset({"a", "button"})
-_HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
+_ARGMAX_QUERIES = 32
+Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
 
 
 class CetdOptions(Options):
@@ -82,33 +92,25 @@ def composite_text_density(chars: int, tags: int, link_chars: int, link_tags: in
     return chars / t * math.log(chars * t / (lc * lt)) / math.log(base)
 
 
-@dataclass(slots=True)
-class NodeStats:
-    """CETD's figures for one visible element; `texts` are its own text pieces' C."""
-
-    element: etree._Element
-    parent: int
-    is_link: bool
-    in_link: bool
-    children: list[int] = field(default_factory=list)
-    texts: list[int] = field(default_factory=list)
-    chars: int = 0
-    tags: int = 0
-    link_chars: int = 0
-    link_tags: int = 0
-    density: float = 0.0
-    density_sum: float = 0.0
-    best: int = -1  # the node of largest DensitySum in this subtree
+def composite_text_densities(chars: Ints, tags: Ints, link_chars: Ints, link_tags: Ints,
+                             body_link_ratio: float) -> Floats:
+    """composite_text_density over arrays (one numpy pass for all nodes of a page)."""
+    c = np.maximum(chars, 1).astype(np.float64)
+    t, lc, lt = np.maximum(tags, 1), np.maximum(link_chars, 1), np.maximum(link_tags, 1)
+    non_link = np.maximum(chars - link_chars, 1)
+    base = np.log(c / non_link * lc + body_link_ratio * c + math.e)
+    densities: Floats = c / t * np.log(c * t / (lc * lt)) / np.log(base)
+    return np.where(chars == 0, 0.0, densities)
 
 
 @dataclass(slots=True)
 class TextBlock:
     """Visible text between block-level boundaries (cut as shared.html.text_blocks cuts
-    it) with the node holding each piece of it, so content is decided piece by piece."""
+    it) with the element holding each piece of it, so content is decided piece by piece."""
 
     container: int
-    parts: list[str] = field(default_factory=list)
-    pieces: list[tuple[int, int]] = field(default_factory=list)  # (node, characters)
+    parts: list[str]
+    pieces: list[tuple[int, int]]  # (element, characters)
 
     @property
     def text(self) -> str:
@@ -116,170 +118,249 @@ class TextBlock:
 
 
 @dataclass
-class Page:
-    nodes: list[NodeStats]
+class PageMeasures:
+    """CETD's figures per element of a FlatPage (arrays indexed by element; elements
+    that are invisible, hidden or inside such ones have `visible` False and count for
+    nothing), and the page's text blocks."""
+
+    page: FlatPage
+    visible: npt.NDArray[np.bool_]
+    last: Ints  # the last element of each element's subtree
+    chars: Ints
+    tags: Ints
+    link_chars: Ints
+    link_tags: Ints
+    density: Floats
+    density_sum: Floats
     blocks: list[TextBlock]
+    _ranked: Floats = field(init=False, repr=False)
+    _queries: int = field(default=0, init=False, repr=False)
+    _best: list[int] = field(default_factory=list, init=False, repr=False)
 
+    def __post_init__(self) -> None:
+        self._ranked = np.where(self.visible, self.density_sum, -np.inf)
 
-def _hidden(element: etree._Element) -> bool:
-    style = element.get("style")
-    return bool(style and _HIDDEN_STYLE.search(style)) or element.get("hidden") is not None
+    def best(self, element: int) -> int:
+        """The node of largest DensitySum in the subtree (the first in document order).
 
+        A subtree is a range, so the first few questions are one argmax each (a page
+        asks a handful); a page that keeps asking (a deep chain of dense nodes, where
+        that would be quadratic) gets every answer at once from one linear pass."""
+        if self._best:
+            return self._best[element]
+        self._queries += 1
+        if self._queries > _ARGMAX_QUERIES:
+            self._best = self._all_best()
+            return self._best[element]
+        return element + int(np.argmax(self._ranked[element:self.last[element] + 1]))
 
-def _count(text: str) -> int:
-    """C of a text piece: its non-whitespace characters."""
-    return len("".join(text.split()))
-
-
-def measure_tree(root: etree._Element, options: CetdOptions) -> Page:
-    """One walk: every visible element under `root` in document order with C, T, LC, LT,
-    its density, DensitySum and the largest-DensitySum node of its subtree; and the
-    page's text blocks. They are cut here rather than by shared.html.text_blocks because
-    they must know which node holds each piece of their text."""
-    nodes: list[NodeStats] = []
-    blocks: list[TextBlock] = []
-    open_nodes: list[int] = []
-    containers: list[int] = []
-    block = TextBlock(0)
-    names: dict[str, str] = {}
-    drop_hidden = options.drop_hidden
-
-    def add(text: str | None, holder: int) -> None:
-        if text:
-            block.parts.append(text)
-            chars = _count(text)
-            if chars:
-                block.pieces.append((holder, chars))
-                nodes[holder].texts.append(chars)
-
-    walker = etree.iterwalk(root, events=("start", "end"))
-    for event, element in walker:
-        tag = element.tag
-        name = names.get(tag) if isinstance(tag, str) else ""
-        if name is None:
-            name = names[tag] = tag_name(element)
-        if event == "start":
-            if nodes and (not name or name in INVISIBLE or (drop_hidden and _hidden(element))):
-                walker.skip_subtree()  # its end event still comes, for the tail
+    def _all_best(self) -> list[int]:
+        """best() of every element, children reporting to their parents in reverse
+        document order: a tie goes to the node itself, then to the earlier child."""
+        ranked = self._ranked.tolist()
+        parents = self.page.parents
+        best = [-1] * len(ranked)
+        best_sum = [-math.inf] * len(ranked)
+        for element in range(len(ranked) - 1, -1, -1):
+            if ranked[element] == -math.inf:  # not visible
                 continue
-            parent = open_nodes[-1] if open_nodes else -1
-            is_link = name in LINKS
-            index = len(nodes)
-            nodes.append(NodeStats(element, parent, is_link,
-                                   is_link or (parent >= 0 and nodes[parent].in_link)))
-            if parent >= 0:
-                nodes[parent].children.append(index)
-            open_nodes.append(index)
-            if name in BLOCK_LEVEL or parent < 0:
-                if block.pieces:
-                    blocks.append(block)
-                containers.append(index)
-                block = TextBlock(index)
-            add(element.text, index)
-        elif open_nodes and nodes[open_nodes[-1]].element is element:
-            open_nodes.pop()
-            if name in BLOCK_LEVEL or not open_nodes:
-                if block.pieces:
-                    blocks.append(block)
+            if best[element] < 0 or ranked[element] >= best_sum[element]:
+                best[element], best_sum[element] = element, ranked[element]
+            parent = parents[element]
+            if parent >= 0 and (best[parent] < 0 or best_sum[element] >= best_sum[parent]):
+                best[parent], best_sum[parent] = best[element], best_sum[element]
+        return best
+
+    def children(self, element: int) -> list[int]:
+        """The visible children, in document order (a subtree is a contiguous range)."""
+        found = []
+        child = element + 1
+        while child <= self.last[element]:
+            if self.visible[child]:
+                found.append(child)
+            child = int(self.last[child]) + 1
+        return found
+
+    def body(self) -> int:
+        """The <body> element (the root's first visible <body> child), else the root."""
+        return _body_of(self.page.names, self.visible, self.last)
+
+
+def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
+    """One pass over the page's events, then numpy: C, T, LC, LT, densities and
+    DensitySums of every visible element, and the page's text blocks."""
+    count = len(page.names)
+    names = page.names
+    visible = [False] * count
+    is_link = [False] * count
+    in_link = [False] * count
+    own_chars = [0] * count
+    last = list(range(count))
+    latest = 0  # the last element opened so far (the end of any subtree closing now)
+    pieces_holder: list[int] = []
+    pieces_chars: list[int] = []
+    blocks: list[TextBlock] = []
+    open_elements = [0]
+    containers = [0]
+    parts: list[str] = []
+    pieces: list[tuple[int, int]] = []
+    hidden = page.hidden if options.drop_hidden else set()
+    skipping = -1  # a left-out element whose subtree is being passed over
+    events = page.events
+    visible[0] = True
+    for event in events[1:]:
+        if isinstance(event, str):
+            if skipping < 0:
+                parts.append(event)
+                chars = len("".join(event.split()))
+                if chars:
+                    holder = open_elements[-1]
+                    pieces.append((holder, chars))
+                    own_chars[holder] += chars
+                    pieces_holder.append(holder)
+                    pieces_chars.append(chars)
+            continue
+        if event >= 0:
+            latest = event
+            if skipping < 0:
+                name = names[event]
+                if name in INVISIBLE or event in hidden:
+                    skipping = event
+                    continue
+                visible[event] = True
+                is_link[event] = name in LINKS
+                in_link[event] = is_link[event] or in_link[open_elements[-1]]
+                open_elements.append(event)
+                if name in BLOCK_LEVEL:
+                    if pieces:
+                        blocks.append(TextBlock(containers[-1], parts, pieces))
+                        parts, pieces = [], []
+                    elif parts:
+                        parts = []
+                    containers.append(event)
+            continue
+        element = ~event
+        last[element] = latest
+        if element == skipping:
+            skipping = -1
+        if skipping >= 0 or not visible[element]:
+            continue
+        open_elements.pop()
+        if names[element] in BLOCK_LEVEL or element == 0:
+            if pieces:
+                blocks.append(TextBlock(containers[-1], parts, pieces))
+                parts, pieces = [], []
+            elif parts:
+                parts = []
+            if element:
                 containers.pop()
-                block = TextBlock(containers[-1] if containers else 0)
-            if open_nodes:
-                add(element.tail, open_nodes[-1])
-        elif open_nodes:  # the end of a left-out element: its tail is its parent's text
-            add(element.tail, open_nodes[-1])
-    if block.pieces:
-        blocks.append(block)
-    # Bottom-up (children come after their parent in document order): each node adds
-    # its figures to its parent's, no second look at the children.
-    for node in reversed(nodes):
-        node.chars += sum(node.texts)
-        if node.in_link:
-            node.link_chars = node.chars
-        if node.parent >= 0:
-            up = nodes[node.parent]
-            up.chars += node.chars
-            up.tags += 1 + node.tags
-            up.link_chars += node.link_chars
-            up.link_tags += node.link_tags + node.is_link
-    body = nodes[find_body(nodes)]
-    ratio = body.link_chars / body.chars if body.chars else 0.0
-    ctd = options.measure == "ctd"
-    best_sum = [0.0] * len(nodes)  # the largest DensitySum in each subtree
-    for index in range(len(nodes) - 1, -1, -1):
-        node = nodes[index]
-        if ctd:
-            node.density = composite_text_density(node.chars, node.tags, node.link_chars,
-                                                  node.link_tags, ratio)
-            node.density_sum += sum(composite_text_density(c, 0, c if node.in_link else 0, 0,
-                                                           ratio) for c in node.texts)
-        else:
-            node.density = text_density(node.chars, node.tags)
-            node.density_sum += sum(node.texts)  # a text piece's TD is its C
-        # Ties go to the first in document order: the node itself, then earlier children
-        # (children report in reverse order, so a later report wins a tie).
-        if node.best < 0 or node.density_sum >= best_sum[index]:
-            node.best, best_sum[index] = index, node.density_sum
-        if node.parent >= 0:
-            nodes[node.parent].density_sum += node.density
-            if nodes[node.parent].best < 0 or best_sum[index] >= best_sum[node.parent]:
-                nodes[node.parent].best, best_sum[node.parent] = node.best, best_sum[index]
-    return Page(nodes, blocks)
+    if pieces:
+        blocks.append(TextBlock(containers[-1], parts, pieces))
+    return _measure(page, options, blocks, np.array(visible), np.array(is_link),
+                    np.array(in_link), np.array(own_chars), np.array(last),
+                    pieces_holder, pieces_chars)
 
 
-def find_body(nodes: list[NodeStats]) -> int:
-    """Index of the <body> node (the root's first visible <body> child), else of the root."""
-    for child in nodes[0].children:
-        if tag_name(nodes[child].element) == "body":
+def _measure(page: FlatPage, options: CetdOptions, blocks: list[TextBlock],
+             visible: npt.NDArray[np.bool_], is_link: npt.NDArray[np.bool_],
+             in_link: npt.NDArray[np.bool_], own_chars: Ints, last: Ints,
+             pieces_holder: list[int], pieces_chars: list[int]) -> PageMeasures:
+    """The per-node figures from the pass's lists: sums over subtrees are differences
+    of cumulative sums over the document-order element ranges i..last[i]."""
+    count = len(page.names)
+    elements = np.arange(count)
+
+    def subtree(values: Ints, include_self: bool) -> Ints:
+        running = np.concatenate(([0], np.cumsum(values)))
+        return running[last + 1] - running[elements + (0 if include_self else 1)]
+
+    chars = subtree(own_chars, True)
+    tags = subtree(visible.astype(np.int64), False)
+    link_chars = subtree(np.where(in_link, own_chars, 0), True)
+    link_tags = subtree(is_link.astype(np.int64), False)
+    root_or_body = _body_of(page.names, visible, last)
+    ratio = float(link_chars[root_or_body] / chars[root_or_body]) if chars[root_or_body] else 0.0
+    holders = np.array(pieces_holder, dtype=np.int64)
+    piece_chars = np.array(pieces_chars, dtype=np.int64)
+    if options.measure == "ctd":
+        density = composite_text_densities(chars, tags, link_chars, link_tags, ratio)
+        piece_link = np.where(in_link[holders], piece_chars, 0)
+        zeros = np.zeros_like(piece_chars)
+        piece_density = composite_text_densities(piece_chars, zeros, piece_link, zeros, ratio)
+    else:
+        density = np.where(chars == 0, 0.0, chars / np.maximum(tags, 1).astype(np.float64))
+        piece_density = piece_chars.astype(np.float64)  # a text piece's TD is its C
+    density = np.where(visible, density, 0.0)
+    parents = np.array(page.parents, dtype=np.int64)
+    children = np.flatnonzero(visible[1:]) + 1
+    density_sum: Floats = (
+        np.bincount(parents[children], weights=density[children], minlength=count)
+        + np.bincount(holders, weights=piece_density, minlength=count)).astype(np.float64)
+    return PageMeasures(page, visible, last, chars, tags, link_chars, link_tags, density,
+                        density_sum, blocks)
+
+
+def _body_of(names: list[str], visible: npt.NDArray[np.bool_], last: Ints) -> int:
+    """The <body> element (the root's first visible <body> child), else the root."""
+    child = 1
+    while child <= last[0]:
+        if visible[child] and names[child] == "body":
             return child
+        child = int(last[child]) + 1
     return 0
 
 
-def mark_content(nodes: list[NodeStats], options: CetdOptions) -> tuple[list[bool], float]:
-    """The paper's threshold and ExtractContent: which nodes are content."""
-    start = find_body(nodes)
-    target = nodes[start].best
-    threshold = nodes[start].density
+def mark_content(measures: PageMeasures, options: CetdOptions) -> tuple[npt.NDArray[np.bool_],
+                                                                        float]:
+    """The paper's threshold and ExtractContent: which elements are content."""
+    start = measures.body()
+    target = measures.best(start)
+    density = measures.density
+    threshold = float(density[start])
     if options.threshold == "path":
+        parents = measures.page.parents
         index = target
         while index != start and index >= 0:
-            threshold = min(threshold, nodes[index].density)
-            index = nodes[index].parent
-    roots = [False] * len(nodes)
-    roots[target] = True  # the content subtree itself, whatever the threshold
+            threshold = min(threshold, float(density[index]))
+            index = parents[index]
+    roots = {target}  # the content subtree itself, whatever the threshold
     stack = [start]
     while stack:
         index = stack.pop()
-        node = nodes[index]
-        if roots[index] or node.density < threshold:
+        if index in roots or density[index] < threshold:
             continue
-        roots[node.best] = True
-        stack.extend(reversed(node.children))
-    content = [False] * len(nodes)
-    for index, node in enumerate(nodes):  # parents first: inherit the mark downwards
-        content[index] = roots[index] or (node.parent >= 0 and content[node.parent])
+        roots.add(measures.best(index))
+        stack.extend(reversed(measures.children(index)))
+    count = len(density)
+    marks = np.zeros(count + 1, dtype=np.int64)  # +1 at a root, -1 past its subtree
+    for root in roots:
+        marks[root] += 1
+        marks[measures.last[root] + 1] -= 1
+    content: npt.NDArray[np.bool_] = (np.cumsum(marks[:-1]) > 0) & measures.visible
     return content, threshold
 
 
 def extract(html: str, options: CetdOptions, url: str | None = None) -> Extraction:
-    root = parse_html(html)
-    page = measure_tree(root, options)
-    nodes = page.nodes
-    content, _ = mark_content(nodes, options)
-    tree = root.getroottree()
-    blocks: list[Block] = []
-    for block in page.blocks:
+    page = flatten_html(html, find_hidden=options.drop_hidden)
+    measures = measure_page(page, options)
+    content = mark_content(measures, options)[0].tolist()
+    density = measures.density.tolist()
+    rows = []
+    for block in measures.blocks:
         # Content when most of its characters sit in content nodes (the marked node can
         # be an inline element inside a paragraph as well as the paragraph's ancestor).
-        total = sum(chars for _, chars in block.pieces)
-        inside = sum(chars for holder, chars in block.pieces if content[holder])
-        container = nodes[block.container]
-        blocks.append(Block(
-            text=block.text,
-            is_content=inside * 2 > total,
-            score=round(container.density, 4),
-            path=tree.getpath(container.element),
-        ))
-    return Extraction(blocks)
+        total = inside = 0
+        for holder, chars in block.pieces:
+            total += chars
+            if content[holder]:
+                inside += chars
+        rows.append({
+            "text": block.text,
+            "is_content": inside * 2 > total,
+            "score": round(density[block.container], 4),
+            "path": page.path(block.container),
+        })
+    return Extraction(make_blocks(rows))
 
 
 ALGORITHM = Algorithm(

@@ -38,6 +38,7 @@ from lxml import etree
 from services.bte.extractor import BteOptions, best_window, tokenize_page
 from services.cetd.extractor import composite_text_density
 from services.justext.extractor import load_stoplist, stoplist_names
+from shared.flatpage import flatten_tree
 from shared.html import TextBlock, parse_html, tag_name, text_blocks
 from shared.tokens import tokenize
 
@@ -154,7 +155,7 @@ def _ancestry(element: etree._Element, memo: dict[etree._Element, tuple[int, ...
 def _bte_shares(root: etree._Element, blocks: Sequence[TextBlock]) -> list[float]:
     """Share of each block's words inside BTE's window. BTE cuts blocks as text_blocks
     does; they are matched in order by text, so a block BTE lacks gets 0."""
-    gains, bte_blocks = tokenize_page(root, _BTE_OPTIONS)
+    gains, bte_blocks = tokenize_page(flatten_tree(root), _BTE_OPTIONS)
     first, last, _ = best_window(gains)
     shares = [0.0] * len(blocks)
     j = 0

@@ -1,0 +1,205 @@
+"""A parsed page as one flat list of events: the fast input of the tree-walking extractors.
+
+Why: BTE and CETD need one walk over every element and text of a page. Walking an
+lxml tree from Python costs more than libxml2's whole parse (every `.tag`, `.text`
+and `.tail` builds a Python object), so those extractors sat at 5-8 times lxml's
+parse time. lexbor (through selectolax) parses two to three times faster than
+libxml2, builds the tree a browser would (HTML5 tree construction), and one
+iterative walk of its nodes turns the page into plain lists that the extractors then
+loop over without touching a parser object again.
+
+A FlatPage has, per element i (document order, 0 = <html>): `names[i]`, the
+lower-case tag name, and `parents[i]`, its parent (-1 for the root). `events` is the
+page in document order: an int i >= 0 opens element i, ~i (that is -i - 1) closes
+it, and a str is a piece of text. Comments and doctypes are left out; invisible
+elements (shared.html.INVISIBLE: script, style, head, ...) open and close with
+nothing in between, as their content is never shown. `hidden` holds the elements
+a browser would not render because of a `hidden` attribute or an inline
+display:none / visibility:hidden (their content is kept: whether it counts is the
+extractor's choice).
+
+`flatten_tree` gives the same for an lxml tree, for callers that hold one already
+(services/fusion) and for the pages lexbor is slow on, where shared.html.parse_html
+stays linear: its tree construction checks the open-element stack at every
+<div>/<p>/<section>... start tag, so thousands of such elements nested inside each
+other take quadratic time (20,000 nested <div>s: 1.3 s; 200,000: minutes), and so do
+thousands of <option>s. Both are found by counting in C before parsing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from lxml import etree
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from shared.html import INVISIBLE, parse_html, tag_name
+
+_HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
+# Start and end tags of the elements whose nesting costs lexbor quadratic time.
+_NESTING_TAG = re.compile(
+    r"<(/?)(?:div|p|section|article|aside|nav|header|footer|main|blockquote|center|ul|ol|dl"
+    r"|li|dd|dt|form|fieldset|figure|figcaption|details|summary|address|menu|dir|hgroup"
+    r"|h[1-6]|pre|listing|dialog|search)[\s/>]",
+    re.IGNORECASE,
+)
+# Pages with fewer tags than this cannot nest deeply enough to be slow in lexbor.
+_FEW_TAGS = 8000
+_MAX_LEXBOR_DEPTH = 1000
+_MAX_LEXBOR_OPTIONS = 1000  # a <select> of 5,000 options takes lexbor 0.3 s, 20,000 2.5 s
+MAX_PATH_DEPTH = 256
+
+
+@dataclass
+class FlatPage:
+    """Elements (names, parents), the document-order events and the hidden elements."""
+
+    names: list[str] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    events: list[int | str] = field(default_factory=list)
+    hidden: set[int] = field(default_factory=set)
+    _paths: dict[int, str] = field(default_factory=dict, repr=False)
+    _children: list[list[int]] = field(default_factory=list, repr=False)
+    _too_deep: set[int] = field(default_factory=set, repr=False)
+
+    def path(self, element: int) -> str | None:
+        """XPath of an element, in lxml's getpath form (/html/body/div[2]/p: an index
+        only where the parent has several children of that name); None for an element
+        nested deeper than MAX_PATH_DEPTH, whose path would outweigh its text. Paths
+        are kept, so the blocks of a page share their ancestors' work, and only
+        asked-for elements and their ancestors are named."""
+        paths = self._paths
+        if not paths:
+            self._children = [[] for _ in self.names]
+            for child, parent in enumerate(self.parents[1:], 1):
+                self._children[parent].append(child)
+            paths[0] = "/" + self.names[0]
+        found = paths.get(element)
+        if found is not None:
+            return found
+        missing = [element]
+        while (element := self.parents[element]) not in paths:
+            missing.append(element)
+            if len(missing) > MAX_PATH_DEPTH or element in self._too_deep:
+                self._too_deep.update(missing)  # each element is climbed past once
+                return None
+        if paths[element].count("/") + len(missing) > MAX_PATH_DEPTH:
+            self._too_deep.update(missing)
+            return None
+        for element in reversed(missing):
+            parent = self.parents[element]
+            self._name_children(parent, paths[parent])
+        return paths[missing[0]]
+
+    def _name_children(self, parent: int, parent_path: str) -> None:
+        """The paths of all children of `parent` (one scan of its children)."""
+        names, paths = self.names, self._paths
+        children = self._children[parent]
+        totals: dict[str, int] = {}
+        for child in children:
+            totals[names[child]] = totals.get(names[child], 0) + 1
+        seen: dict[str, int] = {}
+        for child in children:
+            name = names[child]
+            if totals[name] > 1:
+                seen[name] = number = seen.get(name, 0) + 1
+                paths[child] = f"{parent_path}/{name}[{number}]"
+            else:
+                paths[child] = f"{parent_path}/{name}"
+
+
+def _slow_for_lexbor(html: str) -> bool:
+    """Whether lexbor would take quadratic time on the page: many <option>s, or block
+    elements nested deeply (counts in C first, the depth, start minus end tags at its
+    highest, only for big pages)."""
+    if html.count("<option") + html.count("<OPTION") > _MAX_LEXBOR_OPTIONS:
+        return True
+    if html.count("<") < _FEW_TAGS:
+        return False
+    depth = deepest = 0
+    for closing in _NESTING_TAG.findall(html):
+        depth += -1 if closing else 1
+        deepest = max(deepest, depth)
+    return deepest > _MAX_LEXBOR_DEPTH
+
+
+def flatten_html(html: str, find_hidden: bool = False) -> FlatPage:
+    """Parse decoded page text (lexbor, or lxml for deeply nested pages) into a FlatPage;
+    `find_hidden` fills `hidden` (a CSS query first, so only likely elements are read)."""
+    if _slow_for_lexbor(html):
+        return flatten_tree(parse_html(html))
+    tree = LexborHTMLParser(html)
+    root = tree.root
+    if root is None:
+        return flatten_tree(parse_html(html))
+    hidden_nodes: set[int] = set()
+    if find_hidden:
+        for candidate in tree.css('[hidden],[style*="none" i],[style*="hidden" i]'):
+            attributes = candidate.attributes
+            if "hidden" in attributes or _HIDDEN_STYLE.search(attributes.get("style") or ""):
+                hidden_nodes.add(candidate.mem_id)
+    page = FlatPage()
+    names, parents, events, hidden = page.names, page.parents, page.events, page.hidden
+    names.append(root.tag or "html")
+    parents.append(-1)
+    events.append(0)
+    open_elements: list[tuple[LexborNode, int]] = [(root, 0)]
+    node: LexborNode | None = root.child
+    while open_elements:
+        if node is None:  # the last child is done: close its parent
+            closed, index = open_elements.pop()
+            events.append(~index)
+            node = closed.next
+            continue
+        tag = node.tag
+        if tag == "-text":
+            events.append(node.text_content or "")
+        elif tag and tag[0] not in "-!_":  # an element (not a comment or doctype)
+            index = len(names)
+            names.append(tag)
+            parents.append(open_elements[-1][1])
+            events.append(index)
+            if hidden_nodes and node.mem_id in hidden_nodes:
+                hidden.add(index)
+            if tag in INVISIBLE:
+                events.append(~index)
+            else:
+                open_elements.append((node, index))
+                node = node.child
+                continue
+        node = node.next
+    return page
+
+
+def flatten_tree(root: etree._Element) -> FlatPage:
+    """The FlatPage of an lxml tree from shared.html.parse_html (text and tails in
+    document order, comments dropped, invisible elements empty)."""
+    page = FlatPage()
+    names, parents, events, hidden = page.names, page.parents, page.events, page.hidden
+    open_elements: list[int] = []
+    walker = etree.iterwalk(root, events=("start", "end"))
+    for event, element in walker:
+        name = tag_name(element)
+        if not name:  # comments and processing instructions: only their tail shows
+            if event == "end" and element.tail:
+                events.append(element.tail)
+            continue
+        if event == "start":
+            index = len(names)
+            names.append(name)
+            parents.append(open_elements[-1] if open_elements else -1)
+            events.append(index)
+            style = element.get("style")
+            if element.get("hidden") is not None or (style and _HIDDEN_STYLE.search(style)):
+                hidden.add(index)
+            open_elements.append(index)
+            if name in INVISIBLE and element is not root:
+                walker.skip_subtree()  # its end event still comes, for the tail
+            elif element.text:
+                events.append(element.text)
+        else:
+            events.append(~open_elements.pop())
+            if element.tail and element is not root:
+                events.append(element.tail)
+    return page
