@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sys
@@ -114,7 +115,7 @@ def _extract_in_process(name: str, data: bytes, options: dict[str, object],
         raise typer.Exit(1) from None
     return {
         "algorithm": algorithm.name, "version": algorithm.version, "text": body.text,
-        "blocks": [b.model_dump() for b in body.blocks],
+        "blocks": [dataclasses.asdict(b) for b in body.blocks],
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 3),
     }
 

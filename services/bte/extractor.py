@@ -43,7 +43,7 @@ from importlib.metadata import version
 
 from pydantic import Field
 
-from shared.contract import Algorithm, Extraction, Options, make_blocks
+from shared.contract import Algorithm, Block, Extraction, Options
 from shared.flatpage import FlatPage, flatten_html
 from shared.html import BLOCK_LEVEL, INVISIBLE
 
@@ -172,7 +172,7 @@ def extract(html: str, options: BteOptions, url: str | None = None) -> Extractio
     page = flatten_html(html)
     gains, page_blocks = tokenize_page(page, options)
     first, last, _ = best_window(gains)
-    rows = []
+    blocks = []
     for block in page_blocks:
         text = " ".join("".join(block.parts).split())  # as shared.html.normalize_space
         if not text:
@@ -183,14 +183,13 @@ def extract(html: str, options: BteOptions, url: str | None = None) -> Extractio
             if first <= run <= last:
                 inside += words
         share = inside / total
-        rows.append({
-            "text": text,
-            "is_content": share >= options.min_inside,
-            "score": round(share, 4),
-            "path": page.path(block.container),
-            "label": "inside" if share == 1 else "outside" if share == 0 else "partial",
-        })
-    blocks = make_blocks(rows)
+        blocks.append(Block(
+            text=text,
+            is_content=share >= options.min_inside,
+            score=round(share, 4),
+            path=page.path(block.container),
+            label="inside" if share == 1 else "outside" if share == 0 else "partial",
+        ))
     return Extraction(blocks)
 
 

@@ -53,7 +53,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
-from shared.contract import Algorithm, Extraction, Options, make_blocks
+from shared.contract import Algorithm, Block, Extraction, Options
 from shared.flatpage import FlatPage, flatten_html
 from shared.html import BLOCK_LEVEL, INVISIBLE
 
@@ -345,7 +345,7 @@ def extract(html: str, options: CetdOptions, url: str | None = None) -> Extracti
     measures = measure_page(page, options)
     content = mark_content(measures, options)[0].tolist()
     density = measures.density.tolist()
-    rows = []
+    blocks = []
     for block in measures.blocks:
         # Content when most of its characters sit in content nodes (the marked node can
         # be an inline element inside a paragraph as well as the paragraph's ancestor).
@@ -354,13 +354,13 @@ def extract(html: str, options: CetdOptions, url: str | None = None) -> Extracti
             total += chars
             if content[holder]:
                 inside += chars
-        rows.append({
-            "text": block.text,
-            "is_content": inside * 2 > total,
-            "score": round(density[block.container], 4),
-            "path": page.path(block.container),
-        })
-    return Extraction(make_blocks(rows))
+        blocks.append(Block(
+            text=block.text,
+            is_content=inside * 2 > total,
+            score=round(density[block.container], 4),
+            path=page.path(block.container),
+        ))
+    return Extraction(blocks)
 
 
 ALGORITHM = Algorithm(
