@@ -9,7 +9,8 @@ iterative walk of its nodes turns the page into plain lists that the extractors 
 loop over without touching a parser object again.
 
 A FlatPage has, per element i (document order, 0 = <html>): `names[i]`, the
-lower-case tag name, and `parents[i]`, its parent (-1 for the root). `events` is the
+lower-case tag name, `parents[i]`, its parent (-1 for the root), and `last[i]`, the
+last element of its subtree (which is the range i..last[i]). `events` is the
 page in document order: an int i >= 0 opens element i, ~i (that is -i - 1) closes
 it, and a str is a piece of text. Comments and doctypes are left out; invisible
 elements (shared.html.INVISIBLE: script, style, head, ...) open and close with
@@ -47,6 +48,10 @@ _NESTING_TAG = re.compile(
 # Pages with fewer tags than this cannot nest deeply enough to be slow in lexbor.
 _FEW_TAGS = 8000
 _MAX_LEXBOR_DEPTH = 1000
+# lexbor's tag ids (lexbor/tag/const.h): 2 text, 3 document, 4 comment, 5 doctype;
+# elements come after.
+_LEXBOR_TEXT = 2
+_LEXBOR_DOCTYPE = 5
 _MAX_LEXBOR_OPTIONS = 1000  # a <select> of 5,000 options takes lexbor 0.3 s, 20,000 2.5 s
 MAX_PATH_DEPTH = 256
 
@@ -57,10 +62,10 @@ class FlatPage:
 
     names: list[str] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
+    last: list[int] = field(default_factory=list)
     events: list[int | str] = field(default_factory=list)
     hidden: set[int] = field(default_factory=set)
     _paths: dict[int, str] = field(default_factory=dict, repr=False)
-    _children: list[list[int]] = field(default_factory=list, repr=False)
     _too_deep: set[int] = field(default_factory=set, repr=False)
 
     def path(self, element: int) -> str | None:
@@ -71,9 +76,6 @@ class FlatPage:
         asked-for elements and their ancestors are named."""
         paths = self._paths
         if not paths:
-            self._children = [[] for _ in self.names]
-            for child, parent in enumerate(self.parents[1:], 1):
-                self._children[parent].append(child)
             paths[0] = "/" + self.names[0]
         found = paths.get(element)
         if found is not None:
@@ -93,9 +95,14 @@ class FlatPage:
         return paths[missing[0]]
 
     def _name_children(self, parent: int, parent_path: str) -> None:
-        """The paths of all children of `parent` (one scan of its children)."""
-        names, paths = self.names, self._paths
-        children = self._children[parent]
+        """The paths of all children of `parent` (found by hopping from subtree to
+        subtree: a child's next sibling follows the child's last descendant)."""
+        names, paths, last = self.names, self._paths, self.last
+        children = []
+        child, end = parent + 1, last[parent]
+        while child <= end:
+            children.append(child)
+            child = last[child] + 1
         totals: dict[str, int] = {}
         for child in children:
             totals[names[child]] = totals.get(names[child], 0) + 1
@@ -140,9 +147,11 @@ def flatten_html(html: str, find_hidden: bool = False) -> FlatPage:
             if "hidden" in attributes or _HIDDEN_STYLE.search(attributes.get("style") or ""):
                 hidden_nodes.add(candidate.mem_id)
     page = FlatPage()
-    names, parents, events, hidden = page.names, page.parents, page.events, page.hidden
+    names, parents, last = page.names, page.parents, page.last
+    events, hidden = page.events, page.hidden
     names.append(root.tag or "html")
     parents.append(-1)
+    last.append(0)
     events.append(0)
     open_elements: list[tuple[LexborNode, int]] = [(root, 0)]
     node: LexborNode | None = root.child
@@ -150,15 +159,17 @@ def flatten_html(html: str, find_hidden: bool = False) -> FlatPage:
         if node is None:  # the last child is done: close its parent
             closed, index = open_elements.pop()
             events.append(~index)
+            last[index] = len(names) - 1
             node = closed.next
             continue
-        tag = node.tag
-        if tag == "-text":
+        kind = node.tag_id  # an int: no string built for the many text nodes
+        if kind == _LEXBOR_TEXT:
             events.append(node.text_content or "")
-        elif tag and tag[0] not in "-!_":  # an element (not a comment or doctype)
+        elif kind > _LEXBOR_DOCTYPE and (tag := node.tag):  # an element
             index = len(names)
             names.append(tag)
             parents.append(open_elements[-1][1])
+            last.append(index)
             events.append(index)
             if hidden_nodes and node.mem_id in hidden_nodes:
                 hidden.add(index)
@@ -176,7 +187,8 @@ def flatten_tree(root: etree._Element) -> FlatPage:
     """The FlatPage of an lxml tree from shared.html.parse_html (text and tails in
     document order, comments dropped, invisible elements empty)."""
     page = FlatPage()
-    names, parents, events, hidden = page.names, page.parents, page.events, page.hidden
+    names, parents, last = page.names, page.parents, page.last
+    events, hidden = page.events, page.hidden
     open_elements: list[int] = []
     walker = etree.iterwalk(root, events=("start", "end"))
     for event, element in walker:
@@ -189,6 +201,7 @@ def flatten_tree(root: etree._Element) -> FlatPage:
             index = len(names)
             names.append(name)
             parents.append(open_elements[-1] if open_elements else -1)
+            last.append(index)
             events.append(index)
             style = element.get("style")
             if element.get("hidden") is not None or (style and _HIDDEN_STYLE.search(style)):
@@ -199,7 +212,9 @@ def flatten_tree(root: etree._Element) -> FlatPage:
             elif element.text:
                 events.append(element.text)
         else:
-            events.append(~open_elements.pop())
+            index = open_elements.pop()
+            events.append(~index)
+            last[index] = len(names) - 1
             if element.tail and element is not root:
                 events.append(element.tail)
     return page

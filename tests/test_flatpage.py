@@ -28,6 +28,7 @@ def test_events_by_hand() -> None:
     page = flatten_html(PAGE, find_hidden=True)
     assert page.names == ["html", "head", "body", "div", "p", "b", "p", "div", "div", "script"]
     assert page.parents == [-1, 0, 0, 2, 3, 4, 3, 2, 2, 2]
+    assert page.last == [9, 1, 9, 6, 5, 5, 6, 7, 8, 9]
     # Invisible elements open and close with nothing inside; comments are gone; entities
     # are decoded.
     assert page.events == [0, 1, ~1, 2, "Intro & more", 3, 4, "One ", 5, "two", ~5, ~4,
@@ -40,8 +41,8 @@ def test_events_by_hand() -> None:
 def test_lexbor_and_lxml_agree_on_a_clean_page() -> None:
     lexbor = flatten_html(PAGE, find_hidden=True)
     lxml = flatten_tree(parse_html(PAGE))
-    assert (lexbor.names, lexbor.parents, lexbor.events, lexbor.hidden) == (
-        lxml.names, lxml.parents, lxml.events, lxml.hidden)
+    assert (lexbor.names, lexbor.parents, lexbor.last, lexbor.events, lexbor.hidden) == (
+        lxml.names, lxml.parents, lxml.last, lxml.events, lxml.hidden)
 
 
 def test_paths_in_getpath_form() -> None:

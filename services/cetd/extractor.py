@@ -106,11 +106,13 @@ def composite_text_densities(chars: Ints, tags: Ints, link_chars: Ints, link_tag
 @dataclass(slots=True)
 class TextBlock:
     """Visible text between block-level boundaries (cut as shared.html.text_blocks cuts
-    it) with the element holding each piece of it, so content is decided piece by piece."""
+    it). Its text pieces with characters are the page's pieces first..end-1, whose
+    holders (PageMeasures.holders) decide, piece by piece, how much of it is content."""
 
     container: int
     parts: list[str]
-    pieces: list[tuple[int, int]]  # (element, characters)
+    first: int
+    end: int
 
     @property
     def text(self) -> str:
@@ -133,6 +135,8 @@ class PageMeasures:
     density: Floats
     density_sum: Floats
     blocks: list[TextBlock]
+    holders: Ints  # per text piece (with characters), in document order: its element
+    piece_chars: Ints  # and its characters
     _ranked: Floats = field(init=False, repr=False)
     _queries: int = field(default=0, init=False, repr=False)
     _best: list[int] = field(default_factory=list, init=False, repr=False)
@@ -188,87 +192,92 @@ class PageMeasures:
 
 def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
     """One pass over the page's events, then numpy: C, T, LC, LT, densities and
-    DensitySums of every visible element, and the page's text blocks."""
-    count = len(page.names)
+    DensitySums of every visible element, and the page's text blocks.
+
+    The pass keeps only what needs the walk: the holder and characters of each text
+    piece, the links, the left-out elements (invisible or hidden: their whole range
+    counts for nothing) and the blocks."""
     names = page.names
-    visible = [False] * count
-    is_link = [False] * count
-    in_link = [False] * count
-    own_chars = [0] * count
-    last = list(range(count))
-    latest = 0  # the last element opened so far (the end of any subtree closing now)
-    pieces_holder: list[int] = []
-    pieces_chars: list[int] = []
+    holders: list[int] = []
+    piece_chars: list[int] = []
+    links: list[int] = []
+    left_out: list[int] = []
     blocks: list[TextBlock] = []
     open_elements = [0]
     containers = [0]
     parts: list[str] = []
-    pieces: list[tuple[int, int]] = []
+    first = 0  # the first text piece of the block being collected
     hidden = page.hidden if options.drop_hidden else set()
     skipping = -1  # a left-out element whose subtree is being passed over
-    events = page.events
-    visible[0] = True
-    for event in events[1:]:
+    events = iter(page.events)
+    next(events)  # the root opens; its end is handled below
+    for event in events:
         if isinstance(event, str):
             if skipping < 0:
                 parts.append(event)
                 chars = len("".join(event.split()))
                 if chars:
-                    holder = open_elements[-1]
-                    pieces.append((holder, chars))
-                    own_chars[holder] += chars
-                    pieces_holder.append(holder)
-                    pieces_chars.append(chars)
+                    holders.append(open_elements[-1])
+                    piece_chars.append(chars)
             continue
         if event >= 0:
-            latest = event
-            if skipping < 0:
-                name = names[event]
-                if name in INVISIBLE or event in hidden:
-                    skipping = event
-                    continue
-                visible[event] = True
-                is_link[event] = name in LINKS
-                in_link[event] = is_link[event] or in_link[open_elements[-1]]
-                open_elements.append(event)
-                if name in BLOCK_LEVEL:
-                    if pieces:
-                        blocks.append(TextBlock(containers[-1], parts, pieces))
-                        parts, pieces = [], []
-                    elif parts:
-                        parts = []
-                    containers.append(event)
+            if skipping >= 0:
+                continue
+            name = names[event]
+            if name in INVISIBLE or event in hidden:
+                skipping = event
+                left_out.append(event)
+                continue
+            if name in LINKS:
+                links.append(event)
+            open_elements.append(event)
+            if name in BLOCK_LEVEL:
+                if len(holders) > first:
+                    blocks.append(TextBlock(containers[-1], parts, first, len(holders)))
+                    parts, first = [], len(holders)
+                elif parts:
+                    parts = []
+                containers.append(event)
             continue
         element = ~event
-        last[element] = latest
-        if element == skipping:
-            skipping = -1
-        if skipping >= 0 or not visible[element]:
+        if skipping >= 0:
+            if element == skipping:
+                skipping = -1
             continue
         open_elements.pop()
-        if names[element] in BLOCK_LEVEL or element == 0:
-            if pieces:
-                blocks.append(TextBlock(containers[-1], parts, pieces))
-                parts, pieces = [], []
+        if element == 0 or names[element] in BLOCK_LEVEL:
+            if len(holders) > first:
+                blocks.append(TextBlock(containers[-1], parts, first, len(holders)))
+                parts, first = [], len(holders)
             elif parts:
                 parts = []
             if element:
                 containers.pop()
-    if pieces:
-        blocks.append(TextBlock(containers[-1], parts, pieces))
-    return _measure(page, options, blocks, np.array(visible), np.array(is_link),
-                    np.array(in_link), np.array(own_chars), np.array(last),
-                    pieces_holder, pieces_chars)
+    return _measure(page, options, blocks, np.array(page.last), links, left_out,
+                    np.array(holders, dtype=np.int64), np.array(piece_chars, dtype=np.int64))
 
 
-def _measure(page: FlatPage, options: CetdOptions, blocks: list[TextBlock],
-             visible: npt.NDArray[np.bool_], is_link: npt.NDArray[np.bool_],
-             in_link: npt.NDArray[np.bool_], own_chars: Ints, last: Ints,
-             pieces_holder: list[int], pieces_chars: list[int]) -> PageMeasures:
+def _ranges(starts: list[int], last: Ints, count: int) -> npt.NDArray[np.bool_]:
+    """Which elements lie in the subtree of any of `starts` (ranges start..last[start])."""
+    marks = np.zeros(count + 1, dtype=np.int64)
+    np.add.at(marks, starts, 1)
+    np.add.at(marks, last[starts] + 1, -1)
+    inside: npt.NDArray[np.bool_] = np.cumsum(marks[:-1]) > 0
+    return inside
+
+
+def _measure(page: FlatPage, options: CetdOptions, blocks: list[TextBlock], last: Ints,
+             links: list[int], left_out: list[int], holders: Ints,
+             piece_chars: Ints) -> PageMeasures:
     """The per-node figures from the pass's lists: sums over subtrees are differences
     of cumulative sums over the document-order element ranges i..last[i]."""
     count = len(page.names)
     elements = np.arange(count)
+    visible = ~_ranges(left_out, last, count)
+    in_link = _ranges(links, last, count) & visible
+    is_link = np.zeros(count, dtype=bool)
+    is_link[links] = True
+    own_chars = np.bincount(holders, weights=piece_chars, minlength=count).astype(np.int64)
 
     def subtree(values: Ints, include_self: bool) -> Ints:
         running = np.concatenate(([0], np.cumsum(values)))
@@ -280,8 +289,6 @@ def _measure(page: FlatPage, options: CetdOptions, blocks: list[TextBlock],
     link_tags = subtree(is_link.astype(np.int64), False)
     root_or_body = _body_of(page.names, visible, last)
     ratio = float(link_chars[root_or_body] / chars[root_or_body]) if chars[root_or_body] else 0.0
-    holders = np.array(pieces_holder, dtype=np.int64)
-    piece_chars = np.array(pieces_chars, dtype=np.int64)
     if options.measure == "ctd":
         density = composite_text_densities(chars, tags, link_chars, link_tags, ratio)
         piece_link = np.where(in_link[holders], piece_chars, 0)
@@ -297,7 +304,7 @@ def _measure(page: FlatPage, options: CetdOptions, blocks: list[TextBlock],
         np.bincount(parents[children], weights=density[children], minlength=count)
         + np.bincount(holders, weights=piece_density, minlength=count)).astype(np.float64)
     return PageMeasures(page, visible, last, chars, tags, link_chars, link_tags, density,
-                        density_sum, blocks)
+                        density_sum, blocks, holders, piece_chars)
 
 
 def _body_of(names: list[str], visible: npt.NDArray[np.bool_], last: Ints) -> int:
@@ -343,23 +350,19 @@ def mark_content(measures: PageMeasures, options: CetdOptions) -> tuple[npt.NDAr
 def extract(html: str, options: CetdOptions, url: str | None = None) -> Extraction:
     page = flatten_html(html, find_hidden=options.drop_hidden)
     measures = measure_page(page, options)
-    content = mark_content(measures, options)[0].tolist()
+    content = mark_content(measures, options)[0]
+    # Content when most of its characters sit in content nodes (the marked node can be
+    # an inline element inside a paragraph as well as the paragraph's ancestor).
+    starts = [block.first for block in measures.blocks]
+    chars = measures.piece_chars
+    totals = np.add.reduceat(chars, starts).tolist() if starts else []
+    inside = np.add.reduceat(chars * content[measures.holders], starts).tolist() if starts else []
     density = measures.density.tolist()
-    blocks = []
-    for block in measures.blocks:
-        # Content when most of its characters sit in content nodes (the marked node can
-        # be an inline element inside a paragraph as well as the paragraph's ancestor).
-        total = inside = 0
-        for holder, chars in block.pieces:
-            total += chars
-            if content[holder]:
-                inside += chars
-        blocks.append(Block(
-            text=block.text,
-            is_content=inside * 2 > total,
-            score=round(density[block.container], 4),
-            path=page.path(block.container),
-        ))
+    blocks = [
+        Block(text=block.text, is_content=inside[n] * 2 > totals[n],
+              score=round(density[block.container], 4), path=page.path(block.container))
+        for n, block in enumerate(measures.blocks)
+    ]
     return Extraction(blocks)
 
 
