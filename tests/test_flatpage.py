@@ -88,9 +88,10 @@ def test_deep_nesting_goes_to_lxml() -> None:
     page = flatten_html(deep)
     assert "deep text" in texts(page)
     assert page.events == flatten_tree(parse_html(deep)).events
-    options = "<select>" + "<option>choice" * 1200 + "</select>"
+    options = "<select>" + "<option>choice" * 2500 + "</select>"
     assert _slow_for_lexbor(options)
     assert not _slow_for_lexbor("<select>" + "<option>choice" * 100 + "</select>")
+    assert not _slow_for_lexbor("<p>text</p>" * 1500)  # few tags: not even counted
 
 
 def test_paths_of_very_deep_elements_are_left_out() -> None:
