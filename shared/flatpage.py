@@ -12,9 +12,10 @@ A FlatPage has, per element i (document order, 0 = <html>): `names[i]`, the
 lower-case tag name, `parents[i]`, its parent (-1 for the root), and `last[i]`, the
 last element of its subtree (which is the range i..last[i]). `events` is the
 page in document order: an int i >= 0 opens element i, ~i (that is -i - 1) closes
-it, and a str is a piece of text. Comments and doctypes are left out; invisible
-elements (shared.html.INVISIBLE: script, style, head, ...) open and close with
-nothing in between, as their content is never shown. `hidden` holds the elements
+it, and a str is a piece of text (text of ASCII whitespace only is the one SPACE).
+Comments and doctypes are left out; invisible elements (shared.html.INVISIBLE:
+script, style, head, ...) open and close with nothing in between, as their content
+is never shown. `hidden` holds the elements
 a browser would not render because of a `hidden` attribute or an inline
 display:none / visibility:hidden (their content is kept: whether it counts is the
 extractor's choice).
@@ -57,6 +58,10 @@ _LEXBOR_TEXT = 2
 _LEXBOR_DOCTYPE = 5
 _MAX_LEXBOR_OPTIONS = 1000  # a <select> of 5,000 options takes lexbor 0.3 s, 20,000 2.5 s
 MAX_PATH_DEPTH = 256
+# The one event for all text of ASCII whitespace only (two thirds of a page's text
+# nodes are indentation): consumers test `event is SPACE` instead of splitting it.
+SPACE = " "
+_ASCII_SPACE = " \t\n\r\f"
 
 
 @dataclass
@@ -171,7 +176,7 @@ def flatten_html(html: str, find_hidden: bool = False) -> FlatPage:
             continue
         kind = node.tag_id  # an int: no string built for the many text nodes
         if kind == _LEXBOR_TEXT:
-            events.append(node.text_content or "")
+            events.append(SPACE if node.is_empty_text_node else node.text_content or "")
         elif kind > _LEXBOR_DOCTYPE and (tag := node.tag):  # an element
             index = len(names)
             names.append(tag)
@@ -190,6 +195,10 @@ def flatten_html(html: str, find_hidden: bool = False) -> FlatPage:
     return page
 
 
+def _text_event(text: str) -> str:
+    return SPACE if not text.strip(_ASCII_SPACE) else text
+
+
 def flatten_tree(root: etree._Element) -> FlatPage:
     """The FlatPage of an lxml tree from shared.html.parse_html (text and tails in
     document order, comments dropped, invisible elements empty)."""
@@ -202,7 +211,7 @@ def flatten_tree(root: etree._Element) -> FlatPage:
         name = tag_name(element)
         if not name:  # comments and processing instructions: only their tail shows
             if event == "end" and element.tail:
-                events.append(element.tail)
+                events.append(_text_event(element.tail))
             continue
         if event == "start":
             index = len(names)
@@ -217,11 +226,11 @@ def flatten_tree(root: etree._Element) -> FlatPage:
             if name in INVISIBLE and element is not root:
                 walker.skip_subtree()  # its end event still comes, for the tail
             elif element.text:
-                events.append(element.text)
+                events.append(_text_event(element.text))
         else:
             index = open_elements.pop()
             events.append(~index)
             last[index] = len(names) - 1
             if element.tail and element is not root:
-                events.append(element.tail)
+                events.append(_text_event(element.tail))
     return page

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from shared.flatpage import (
     MAX_PATH_DEPTH,
+    SPACE,
     FlatPage,
     _slow_for_lexbor,
     flatten_html,
@@ -36,6 +37,11 @@ def test_events_by_hand() -> None:
                            ~2, ~0]
     assert page.hidden == {6, 7}
     assert flatten_html(PAGE).hidden == set()  # only looked for when asked
+    # Text of ASCII whitespace only is the one SPACE event, from either parser.
+    spaced = "<html><head></head><body><p>a</p>\n  \t<p>b\xa0</p> <b>c</b>\xa0</body></html>"
+    for page in (flatten_html(spaced), flatten_tree(parse_html(spaced))):
+        assert texts(page) == ["a", " ", "b\xa0", " ", "c", "\xa0"]
+        assert all(text is SPACE for text in texts(page) if not text.strip(" \t\n"))
 
 
 def test_lexbor_and_lxml_agree_on_a_clean_page() -> None:

@@ -44,7 +44,7 @@ from importlib.metadata import version
 from pydantic import Field
 
 from shared.contract import Algorithm, Block, Extraction, Options
-from shared.flatpage import FlatPage, flatten_html
+from shared.flatpage import SPACE, FlatPage, flatten_html
 from shared.html import BLOCK_LEVEL, INVISIBLE
 
 # Elements without an end tag in HTML source: they are one tag token, not two.
@@ -58,11 +58,15 @@ INLINE_FORMATTING = frozenset({"b", "i", "u", "s", "em", "strong", "span", "font
 # A word: one character of a script written without spaces, or a run of other non-space.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
 _WORD = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
+_CJK_FIRST = "\u3040"
 
 
 def count_words(text: str) -> int:
-    """BTE's words in a text piece (whitespace-separated; CJK characters one by one)."""
-    return len(text.split()) if text.isascii() else len(_WORD.findall(text))
+    """BTE's words in a text piece (whitespace-separated; CJK characters one by one).
+    Text below the first CJK block (max() in C) needs no regex."""
+    if text.isascii() or max(text) < _CJK_FIRST:
+        return len(text.split())
+    return len(_WORD.findall(text))
 
 
 class BteOptions(Options):
@@ -138,6 +142,8 @@ def tokenize_page(page: FlatPage, options: BteOptions) -> tuple[list[int], list[
     for event in page.events:
         if isinstance(event, str):  # a text piece
             parts.append(event)
+            if event is SPACE:
+                continue
             words = len(event.split()) if event.isascii() else count_words(event)
             if words:
                 runs.append((len(gains) - 1, words))

@@ -54,7 +54,7 @@ import numpy.typing as npt
 from pydantic import Field
 
 from shared.contract import Algorithm, Block, Extraction, Options
-from shared.flatpage import FlatPage, flatten_html
+from shared.flatpage import SPACE, FlatPage, flatten_html
 from shared.html import BLOCK_LEVEL, INVISIBLE
 
 LINKS = frozenset({"a", "button"})
@@ -215,6 +215,8 @@ def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
         if isinstance(event, str):
             if skipping < 0:
                 parts.append(event)
+                if event is SPACE:
+                    continue
                 chars = len("".join(event.split()))
                 if chars:
                     holders.append(open_elements[-1])
