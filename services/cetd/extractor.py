@@ -259,12 +259,13 @@ def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
                     np.array(holders, dtype=np.int64), np.array(piece_chars, dtype=np.int64))
 
 
-def _ranges(starts: list[int], last: Ints, count: int) -> npt.NDArray[np.bool_]:
-    """Which elements lie in the subtree of any of `starts` (ranges start..last[start])."""
-    marks = np.zeros(count + 1, dtype=np.int64)
-    np.add.at(marks, starts, 1)
-    np.add.at(marks, last[starts] + 1, -1)
-    inside: npt.NDArray[np.bool_] = np.cumsum(marks[:-1]) > 0
+def _in_ranges(starts: list[int], last: Ints, count: int) -> npt.NDArray[np.bool_]:
+    """Which elements lie in the subtree of any of `starts` (ranges start..last[start]):
+    +1 where a range opens, -1 after it closes, summed up."""
+    edges = np.array(starts, dtype=np.int64)
+    marks = (np.bincount(edges, minlength=count + 1)
+             - np.bincount(last[edges] + 1, minlength=count + 1))
+    inside: npt.NDArray[np.bool_] = np.cumsum(marks[:count]) > 0
     return inside
 
 
@@ -272,38 +273,39 @@ def _measure(page: FlatPage, options: CetdOptions, blocks: list[TextBlock], last
              links: list[int], left_out: list[int], holders: Ints,
              piece_chars: Ints) -> PageMeasures:
     """The per-node figures from the pass's lists: sums over subtrees are differences
-    of cumulative sums over the document-order element ranges i..last[i]."""
+    of cumulative sums over the document-order element ranges i..last[i] (C and LC
+    count the element's own text, T and LT only what is below it)."""
     count = len(page.names)
-    elements = np.arange(count)
-    visible = ~_ranges(left_out, last, count)
-    in_link = _ranges(links, last, count) & visible
-    is_link = np.zeros(count, dtype=bool)
-    is_link[links] = True
+    visible = ~_in_ranges(left_out, last, count)
+    in_link = _in_ranges(links, last, count) & visible
     own_chars = np.bincount(holders, weights=piece_chars, minlength=count).astype(np.int64)
-
-    def subtree(values: Ints, include_self: bool) -> Ints:
-        running = np.concatenate(([0], np.cumsum(values)))
-        return running[last + 1] - running[elements + (0 if include_self else 1)]
-
-    chars = subtree(own_chars, True)
-    tags = subtree(visible.astype(np.int64), False)
-    link_chars = subtree(np.where(in_link, own_chars, 0), True)
-    link_tags = subtree(is_link.astype(np.int64), False)
+    is_link = np.zeros(count, dtype=np.int64)
+    is_link[links] = 1
+    values = np.stack([own_chars, visible, np.where(in_link, own_chars, 0), is_link])
+    running = np.zeros((4, count + 1), dtype=np.int64)
+    np.cumsum(values, axis=1, out=running[:, 1:])
+    first = np.arange(count) + np.array([[0], [1], [0], [1]])  # self included or not
+    sums = running[:, last + 1] - np.take_along_axis(running, first, axis=1)
+    chars, tags, link_chars, link_tags = sums
     root_or_body = _body_of(page.names, visible, last)
     ratio = float(link_chars[root_or_body] / chars[root_or_body]) if chars[root_or_body] else 0.0
-    if options.measure == "ctd":
-        density = composite_text_densities(chars, tags, link_chars, link_tags, ratio)
-        piece_link = np.where(in_link[holders], piece_chars, 0)
+    if options.measure == "ctd":  # the nodes and, as leaves, the text pieces in one go
         zeros = np.zeros_like(piece_chars)
-        piece_density = composite_text_densities(piece_chars, zeros, piece_link, zeros, ratio)
+        both = composite_text_densities(
+            np.concatenate((chars, piece_chars)), np.concatenate((tags, zeros)),
+            np.concatenate((link_chars, np.where(in_link[holders], piece_chars, 0))),
+            np.concatenate((link_tags, zeros)), ratio)
+        density, piece_density = both[:count], both[count:]
     else:
         density = np.where(chars == 0, 0.0, chars / np.maximum(tags, 1).astype(np.float64))
         piece_density = piece_chars.astype(np.float64)  # a text piece's TD is its C
     density = np.where(visible, density, 0.0)
     parents = np.array(page.parents, dtype=np.int64)
-    children = np.flatnonzero(visible[1:]) + 1
+    parents[0] = 0  # the root has no parent: it adds nothing to itself
+    child_density = density.copy()
+    child_density[0] = 0.0
     density_sum: Floats = (
-        np.bincount(parents[children], weights=density[children], minlength=count)
+        np.bincount(parents, weights=child_density, minlength=count)
         + np.bincount(holders, weights=piece_density, minlength=count)).astype(np.float64)
     return PageMeasures(page, visible, last, chars, tags, link_chars, link_tags, density,
                         density_sum, blocks, holders, piece_chars)
