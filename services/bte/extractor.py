@@ -16,19 +16,21 @@ word (dropping the tag raises the sum), nor inside a run of words (extending to 
 whole run raises it), so the extractor runs Kadane over runs (a text piece of k words
 gains +k, m consecutive tags gain -m) with the same optimum and the same tie-break.
 
-Tokens come from one pass over the page's events (shared.flatpage: parsed by lexbor,
-flattened in one walk, which is what makes BTE cost about twice lxml's bare parse of
-the page rather than five to eight times that walking lxml's own tree): every element
+Tokens come from one pass over the page's events (shared.flatpage: parsed by lexbor
+and flattened in one walk, which costs about as much as lxml's bare parse of the page;
+walking lxml's own tree made BTE five to eight times that parse): every element
 gives its start tag and, unless it is void (br, img, ...), its end tag; words are
 the whitespace-separated pieces of visible text, except that in scripts written
 without spaces (Chinese, Japanese kana and kanji) each character is a word, as
-otherwise a whole paragraph would weigh as little as one tag. Comments never count
-(the shared parser drops them). Text inside invisible elements (script, style, ...)
-is never words; whether such elements count as tags is the `invisible_tags` option.
+otherwise a whole paragraph would weigh as little as one tag. Comments never count.
+Text inside invisible elements (script, style, ...) is never words; whether such
+elements count as tags is the `invisible_tags` option.
 By default every tag counts, as in the paper's source-level token stream.
 
 Blocks are the page's visible text between block-level boundaries (cut as
-shared.html.text_blocks cuts them, in the same walk, so each knows its word runs).
+shared.html.text_blocks cuts them, in the same pass, so each knows its word runs).
+Block paths are XPaths in the HTML5 tree lexbor builds (as a browser's), which
+has the <tbody> and <head> that libxml2 leaves out.
 A block is content when at least `min_inside` (default: half) of its words lie in
 the window; the window is contiguous, so only the blocks at its two ends can be
 partial.
