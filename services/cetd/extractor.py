@@ -156,7 +156,7 @@ class PageMeasures:
         if self._queries > _ARGMAX_QUERIES:
             self._best = self._all_best()
             return self._best[element]
-        return element + int(np.argmax(self._ranked[element:self.last[element] + 1]))
+        return element + int(self._ranked[element:self.page.last[element] + 1].argmax())
 
     def _all_best(self) -> list[int]:
         """best() of every element, children reporting to their parents in reverse
@@ -179,10 +179,11 @@ class PageMeasures:
         """The visible children, in document order (a subtree is a contiguous range)."""
         found = []
         child = element + 1
-        while child <= self.last[element]:
+        last = self.page.last
+        while child <= last[element]:
             if self.visible[child]:
                 found.append(child)
-            child = int(self.last[child]) + 1
+            child = last[child] + 1
         return found
 
     def body(self) -> int:
@@ -346,7 +347,7 @@ def mark_content(measures: PageMeasures, options: CetdOptions) -> tuple[npt.NDAr
     marks = np.zeros(count + 1, dtype=np.int64)  # +1 at a root, -1 past its subtree
     for root in roots:
         marks[root] += 1
-        marks[measures.last[root] + 1] -= 1
+        marks[measures.page.last[root] + 1] -= 1
     content: npt.NDArray[np.bool_] = (np.cumsum(marks[:-1]) > 0) & measures.visible
     return content, threshold
 
