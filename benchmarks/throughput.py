@@ -11,8 +11,8 @@ stored in a fresh SQLite store) through orchestrator.runner.execute_run:
   page decoded and prepared, each service's extractor called in-process, scored
   and stored, in turn), with the runner's own scoring and store code;
 - `embedded-1`: `boilerbench run --in-process --workers 1`: the extractors in one
-  worker process at a time, scoring in the orchestrator's threads;
-- `embedded-2`: the same with 2 workers;
+  worker process at a time, scoring in the orchestrator's event loop;
+- `embedded-2`: the same with 2 extractions at a time (one worker per service);
 - `local`: `boilerbench run --local`: every service its own uvicorn process on a
   free port (LocalStack, 1 extraction worker each), called over HTTP with the
   runner's default concurrency.
@@ -275,6 +275,11 @@ def run_mode(mode: str, algorithms: dict[str, Algorithm], sources: list[Any],
     }
 
 
+def _per_result(run: dict[str, Any], key: str) -> str:
+    """Milliseconds of `key` (CPU seconds) per scored result."""
+    return f"{run[key] * 1000 / run['scored']:.1f}" if run["scored"] else "-"
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     m = report["machine"]
     lines = [
@@ -288,11 +293,15 @@ def render_markdown(report: dict[str, Any]) -> str:
         "feeds). Cores used = CPU seconds of the orchestrator and every service/worker "
         "process over the wall time. Phases: seconds summed over results (they overlap "
         "in the concurrent modes); transport = round trip minus the extraction the "
-        "service reports (HTTP or worker IPC, with queueing in the service).",
+        "service reports (HTTP or worker IPC, with queueing in the service). CPU ms/result: "
+        "CPU seconds of all those processes per scored result, and of the orchestrator "
+        "process alone (scoring, preparing, storing, HTTP client): the cost of a result, "
+        "which other load on the machine blurs less than the wall time does.",
         "",
         "| mode | scored | errors | wall s | scored/s | x serial | x embedded-1 | cores used "
+        "| CPU ms/result | orchestrator CPU ms/result "
         "| prepare s | extract s | transport s | parse s | score s | store s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     base = {r["mode"]: r["scored_per_s"] for r in report["runs"]}
     for r in report["runs"]:
@@ -303,7 +312,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                       if base.get("embedded-1") else "-")
         lines.append(
             f"| {r['mode']} | {r['scored']} | {r['errors']} | {r['wall_s']} | {r['scored_per_s']} "
-            f"| {x_serial} | {x_embedded} | {r['cores_used']} | {p['prepare_s']} "
+            f"| {x_serial} | {x_embedded} | {r['cores_used']} | {_per_result(r, 'cpu_s')} "
+            f"| {_per_result(r, 'orchestrator_cpu_s')} | {p['prepare_s']} "
             f"| {p['extract_s']} | {p['transport_s']} | {p['parse_s']} | {p['score_s']} "
             f"| {p['store_s']} |")
     lines.append("")

@@ -30,6 +30,11 @@ Speed: tokens are encoded as one character each (code points by frequency
 rank on the page, so the common words fall in rapidfuzz's fast table for code
 points below 256), and rapidfuzz's bit-parallel LCS runs on those strings:
 a 20,000-token page scores in tens of milliseconds (benchmarks/scoring_speed.py).
+Block texts are tokenized once per page (`PageReference.block_tokens`): the
+services of a page mostly share their blocks' texts. An extract that is its
+content blocks joined by newlines takes their tokens: no token spans a newline,
+and NFKC and casefolding never join characters across one, so tokenizing the
+joined text would give exactly the concatenation.
 """
 
 from __future__ import annotations
@@ -71,6 +76,14 @@ class PageReference:
         self.page_seq = self.encode(page_tokens)
         self.gold_seq = self.encode(gold_tokens)
         self.page_gold_lcs = lcs_length(self.page_seq, self.gold_seq)
+        self._block_tokens: dict[str, list[str]] = {}
+
+    def block_tokens(self, text: str) -> list[str]:
+        """tokenize(text), remembered for the page's other services."""
+        tokens = self._block_tokens.get(text)
+        if tokens is None:
+            tokens = self._block_tokens[text] = tokenize(text)
+        return tokens
 
     @property
     def boilerplate(self) -> int:
@@ -121,8 +134,12 @@ def bag_f1(text: str, gold: str) -> float:
 
 def block_counts(ref: PageReference, blocks: Sequence[Block]) -> Counts | None:
     """Block-level counts, or None when no block holds a token."""
-    tokenized = [(block.is_content, tokenize(block.text)) for block in blocks]
-    tokenized = [(kept, tokens) for kept, tokens in tokenized if tokens]
+    tokenized = [(block.is_content, ref.block_tokens(block.text)) for block in blocks]
+    return _block_counts(ref, [(kept, tokens) for kept, tokens in tokenized if tokens])
+
+
+def _block_counts(ref: PageReference, tokenized: list[tuple[bool, list[str]]]) -> Counts | None:
+    """block_counts on blocks already tokenized (those with tokens only)."""
     if not tokenized:
         return None
     all_tokens = [token for _, tokens in tokenized for token in tokens]
@@ -147,12 +164,17 @@ def block_counts(ref: PageReference, blocks: Sequence[Block]) -> Counts | None:
 
 def score_extraction(ref: PageReference, text: str, blocks: Sequence[Block] | None) -> PageScores:
     """Score one service's extract of a page (text and, where it has them, blocks)."""
-    tokens = tokenize(text)
-    return PageScores(
-        word=word_counts(ref, tokens),
-        word_bag=bag_counts(ref, tokens),
-        block=block_counts(ref, blocks) if blocks else None,
-    )
+    block = None
+    if blocks:
+        tokenized = [(b.is_content, ref.block_tokens(b.text)) for b in blocks]
+        block = _block_counts(ref, [(kept, tokens) for kept, tokens in tokenized if tokens])
+        if text == "\n".join([b.text for b in blocks if b.is_content]):
+            tokens = [token for kept, words in tokenized if kept for token in words]
+        else:
+            tokens = tokenize(text)
+    else:
+        tokens = tokenize(text)
+    return PageScores(word=word_counts(ref, tokens), word_bag=bag_counts(ref, tokens), block=block)
 
 
 def score_empty(ref: PageReference) -> PageScores:

@@ -187,3 +187,32 @@ def test_bag_f1_equals_independent_computation_on_real_pages(scrapinghub: Path) 
         assert visible.word.fn == len(ref.gold_tokens) - ref.page_gold_lcs
         assert visible.word.tn == 0  # keeping every word drops no boilerplate
     assert checked == 50
+
+
+# Characters that NFKC or casefolding change, combine or expand, and separators.
+_TRICKY = st.text(alphabet=st.sampled_from(
+    ["a", "B", "e", "\u0301", "\u0308", "\u0345", "\ufb01", "\u2460", "\u00bd", "\u1100",
+     "\u1161", "\u11a8", "ß", "İ", "Σ", " ", "\n", "-", "_", "1"]), max_size=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.tuples(_TRICKY, st.booleans()), max_size=6), gold=_TRICKY,
+       joined=st.booleans())
+def test_block_token_reuse_scores_as_tokenizing_the_text(
+        texts: list[tuple[str, bool]], gold: str, joined: bool) -> None:
+    """score_extraction takes a joined extract's tokens from its content blocks and
+    remembers block tokens per page: the counts are those of tokenizing everything
+    afresh (a new PageReference for each score, the text tokenized on its own)."""
+    blocks = [Block(text=text, is_content=kept) for text, kept in texts]
+    text = "\n".join(b.text for b in blocks if b.is_content) if joined else "a " + gold
+    page_tokens = tokenize(" ".join(t for t, _ in texts))
+    shared = PageReference(page_tokens, tokenize(gold))
+    score_extraction(shared, text, blocks)  # fills the page's block-token memo
+    fresh = PageReference(page_tokens, tokenize(gold))
+    tokens = tokenize(text)
+    expected_word = scoring.word_counts(fresh, tokens)
+    expected_bag = scoring.bag_counts(fresh, tokens)
+    scores = score_extraction(shared, text, blocks)
+    assert (scores.word, scores.word_bag) == (expected_word, expected_bag)
+    assert scores.block == scoring.block_counts(PageReference(page_tokens, tokenize(gold)),
+                                                blocks)
