@@ -31,6 +31,7 @@ thousands of <option>s. Both are found by counting in C before parsing.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from lxml import etree
@@ -75,6 +76,7 @@ class FlatPage:
     hidden: set[int] = field(default_factory=set)
     _paths: dict[int, str] = field(default_factory=dict, repr=False)
     _too_deep: set[int] = field(default_factory=set, repr=False)
+    _siblings: dict[int, dict[str, list[int]]] = field(default_factory=dict, repr=False)
 
     def path(self, element: int) -> str | None:
         """XPath of an element, in lxml's getpath form (/html/body/div[2]/p: an index
@@ -94,34 +96,32 @@ class FlatPage:
             if len(missing) > MAX_PATH_DEPTH or element in self._too_deep:
                 self._too_deep.update(missing)  # each element is climbed past once
                 return None
-        if paths[element].count("/") + len(missing) > MAX_PATH_DEPTH:
+        known = paths[element]  # a step takes 2+ characters: count them only if it matters
+        if (len(known) // 2 + len(missing) > MAX_PATH_DEPTH
+                and known.count("/") + len(missing) > MAX_PATH_DEPTH):
             self._too_deep.update(missing)
             return None
+        names = self.names
         for element in reversed(missing):
             parent = self.parents[element]
-            self._name_children(parent, paths[parent])
+            name = names[element]
+            same = self._children_by_name(parent)[name]
+            step = name if len(same) == 1 else f"{name}[{bisect_left(same, element) + 1}]"
+            paths[element] = f"{paths[parent]}/{step}"
         return paths[missing[0]]
 
-    def _name_children(self, parent: int, parent_path: str) -> None:
-        """The paths of all children of `parent` (found by hopping from subtree to
-        subtree: a child's next sibling follows the child's last descendant)."""
-        names, paths, last = self.names, self._paths, self.last
-        children = []
-        child, end = parent + 1, last[parent]
-        while child <= end:
-            children.append(child)
-            child = last[child] + 1
-        totals: dict[str, int] = {}
-        for child in children:
-            totals[names[child]] = totals.get(names[child], 0) + 1
-        seen: dict[str, int] = {}
-        for child in children:
-            name = names[child]
-            if totals[name] > 1:
-                seen[name] = number = seen.get(name, 0) + 1
-                paths[child] = f"{parent_path}/{name}[{number}]"
-            else:
-                paths[child] = f"{parent_path}/{name}"
+    def _children_by_name(self, parent: int) -> dict[str, list[int]]:
+        """The children of `parent` by name, in document order (found once, by hopping
+        from subtree to subtree: a child's next sibling follows its last descendant)."""
+        found = self._siblings.get(parent)
+        if found is None:
+            found = self._siblings[parent] = {}
+            names, last = self.names, self.last
+            child, end = parent + 1, last[parent]
+            while child <= end:
+                found.setdefault(names[child], []).append(child)
+                child = last[child] + 1
+        return found
 
 
 def _slow_for_lexbor(html: str) -> bool:

@@ -14,6 +14,7 @@ generator).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,17 +45,31 @@ class Gbdt:
     def depth(self) -> int:
         return int(self.leaf.shape[1]).bit_length() - 1
 
+    @functools.cached_property
+    def _compiled(self) -> _Compiled:
+        return _Compiled.of(self)
+
     def logits(self, features: Matrix) -> Matrix:
-        n, trees = features.shape[0], self.feature.shape[0]
-        tree_index = np.arange(trees)[None, :]
-        row_index = np.arange(n)[:, None]
-        node = np.zeros((n, trees), dtype=np.int64)
+        """Every row down every tree at once, one level at a time (see _Compiled)."""
+        c = self._compiled
+        x = np.ascontiguousarray(features, dtype=np.float64)
+        n = x.shape[0]
+        # goes_right[row * splits + s]: does the row pass split s (a feature and threshold)?
+        # The splits are sorted by feature, so repeating each column once per split on it
+        # lines the values up with the thresholds (a copy, cheaper than a gather).
+        per_feature = np.bincount(c.split_feature, minlength=x.shape[1])
+        goes_right = (np.repeat(x, per_feature, axis=1) > c.split_threshold).ravel()
+        row_start = (np.arange(n, dtype=np.intp) * c.split_feature.size)[:, None]
+        node = np.repeat(c.root, n, axis=0)  # rows x trees, flat node indices
         for _ in range(self.depth):
-            goes_right = (features[row_index, self.feature[tree_index, node]]
-                          > self.threshold[tree_index, node])
-            node = 2 * node + 1 + goes_right
-        inner = self.feature.shape[1]
-        total: Matrix = self.base + self.leaf[tree_index, node - inner].sum(axis=1)
+            right = goes_right.take(row_start + c.node_split.take(node, mode="wrap"), mode="wrap")
+            node *= 2
+            node += c.child_step
+            node += right
+        # The leaves' values summed from one C-ordered (rows x trees) array, as always:
+        # the same floats in the same order give the same sums, bit for bit.
+        leaves = self.leaf.ravel().take(node + c.leaf_step, mode="wrap")
+        total: Matrix = self.base + leaves.sum(axis=1)
         return total
 
     def probabilities(self, features: Matrix) -> Matrix:
@@ -72,6 +87,38 @@ class Gbdt:
         return cls(float(data["base"]), np.asarray(data["feature"], dtype=np.int64),
                    np.asarray(data["threshold"], dtype=np.float64),
                    np.asarray(data["leaf"], dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """A Gbdt laid out for evaluation with few numpy calls on flat arrays.
+
+    Nodes are numbered across trees (tree t's node k is t * inner + k), so that a
+    (rows x trees) array of node numbers walks all trees at once: a level costs two
+    gathers and three in-place operations. Two tricks, both exact:
+    - the trees share few distinct splits (feature, threshold), since thresholds are
+      quantile bin edges: every row is compared with each split once, and a node
+      looks its split's answer up instead of gathering a feature and a threshold;
+    - np.take with mode="wrap" (the indices are in range by construction) skips the
+      bounds check of the default mode, a good part of a gather's cost.
+    Together they take the evaluation to about three quarters of 2-D fancy indexing
+    (`a[rows, cols]`), for the same comparisons and the same leaves."""
+
+    split_feature: npt.NDArray[np.intp]  # distinct splits, sorted by feature (np.unique)
+    split_threshold: Matrix
+    node_split: npt.NDArray[np.intp]  # each node's split
+    root: npt.NDArray[np.intp]  # 1 x trees: each tree's root
+    child_step: npt.NDArray[np.intp]  # left child of node n is 2n + child_step
+    leaf_step: npt.NDArray[np.intp]  # the leaf under node n (last level) is n + leaf_step
+
+    @classmethod
+    def of(cls, model: Gbdt) -> _Compiled:
+        trees, inner = model.feature.shape
+        pairs = np.stack([model.feature.ravel().astype(np.float64), model.threshold.ravel()])
+        splits, node_split = np.unique(pairs, axis=1, return_inverse=True)
+        tree = np.arange(trees, dtype=np.intp)[None, :]
+        return cls(splits[0].astype(np.intp), splits[1], node_split.astype(np.intp).ravel(),
+                   tree * inner, 1 - tree * inner, tree - inner)
 
 
 def train_gbdt(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64], *,
@@ -148,7 +195,9 @@ def smooth(values: Matrix, kernel: Sequence[float]) -> Matrix:
     if values.size == 0 or len(kernel) == 1:
         return values
     half = len(kernel) // 2
-    padded = np.pad(values, half, mode="edge")
+    # np.pad(values, half, mode="edge"), built directly: np.pad's argument handling
+    # costs more than the whole convolution on a page's lines
+    padded = np.concatenate((np.repeat(values[:1], half), values, np.repeat(values[-1:], half)))
     result: Matrix = np.convolve(padded, np.asarray(kernel, dtype=np.float64), mode="valid")
     return result
 

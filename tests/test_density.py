@@ -17,7 +17,15 @@ from scipy.stats import norm
 from orchestrator.scoring import bag_f1
 from services.density.extractor import ALGORITHM, DensityOptions
 from services.density.lines import render_lines
-from services.density.model import DEFAULT_MODEL, decide, default_model, read_model, smooth
+from services.density.model import (
+    DEFAULT_MODEL,
+    Gbdt,
+    decide,
+    default_model,
+    line_features,
+    read_model,
+    smooth,
+)
 from services.density.thresholds import (
     VARIANCE_FLOOR,
     gaussian_threshold,
@@ -25,6 +33,7 @@ from services.density.thresholds import (
     optimal_threshold,
 )
 from services.density.training import Hyperparameters, train
+from shared.html import clean_text
 from tests.helpers import (
     assert_recorded_page_scores,
     dataset_pages,
@@ -74,6 +83,39 @@ def test_lines_survive_stray_quotes_and_unclosed_tags() -> None:
 
 def test_lines_of_an_empty_page() -> None:
     assert render_lines("<html><body>  </body></html>") == []
+
+
+def test_tag_names_are_ascii_case_insensitive() -> None:
+    html = "<SCRIPT>no</Script><P>One<bR>Two</p><StYlE>p{}</STYLE><TD>Three"
+    assert [line.text for line in render_lines(html)] == ["One", "Two", "Three"]
+    # as in HTML, a name must start with an ASCII letter: U+017F (which Unicode case
+    # folding takes for "s") makes text, not a script
+    assert [line.text for line in render_lines("<p>a<\u017fcript>b")] == ["a<\u017fcript>b"]
+
+
+# Fragments that exercise the scan: tags of each kind, unclosed ones, comments, entities,
+# and the characters clean_text turns into spaces (controls, a lone surrogate, U+FFFF).
+_FRAGMENTS = ["<p>", "</p>", "<br/>", "<div\x01class=a>", "<a href=\x02x>", "</a>", "<script>",
+              "</script\x03>", "</SCRIPT>", "<style\x0e>", "<!--", "-->", "<!x>", "</ x>", "<",
+              ">", "=", '"', "'", " ", "\n", "\x01", "\x1f", "\ud800", "\uffff", "\xa0",
+              "&amp;", "&#1;", "&amp", "text", "two words"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=25).map("".join))
+def test_lines_are_those_of_the_cleaned_page(html: str) -> None:
+    # the scan takes the characters clean_text replaces for spaces instead of cleaning
+    assert render_lines(html) == render_lines(clean_text(html))
+
+
+def test_line_features_are_each_line_and_its_neighbours() -> None:
+    lines = render_lines(PAGE)
+    own = [(line.density, math.log1p(line.html_bytes), math.log1p(line.text_length))
+           for line in lines]
+    pad = [(0.0, 0.0, 0.0)]
+    expected = [[*a, *b, *c] for a, b, c in zip((pad + own)[:-1], own, own[1:] + pad, strict=True)]
+    assert line_features(lines) == pytest.approx(np.array(expected), rel=1e-15)
+    assert line_features([]).shape == (0, 9)
 
 
 # -- the Gaussian threshold ----------------------------------------------------------
@@ -242,6 +284,29 @@ def test_model_file_loads_and_reproduces_its_recorded_probabilities() -> None:
     assert rows.shape[1] == 9
     assert model.probabilities(rows) == pytest.approx(meta["checks"]["probabilities"],
                                                       abs=1e-12)
+
+
+def test_trees_agree_with_a_plain_walk_of_each_tree() -> None:
+    model = default_model()
+    trees = model.classifier
+    assert isinstance(trees, Gbdt)
+    rng = np.random.default_rng(0)
+    rows = rng.uniform(0, 1, (40, 9)) * np.array([1, 12, 10] * 3)
+    for row, tree in zip(rows[:15], range(15), strict=True):  # some values on a threshold
+        if np.isfinite(trees.threshold[tree, 0]):
+            row[trees.feature[tree, 0]] = trees.threshold[tree, 0]
+    expected = []
+    for row in rows:
+        total = trees.base
+        for tree in range(trees.feature.shape[0]):
+            node = 0
+            while node < trees.feature.shape[1]:
+                goes_right = row[trees.feature[tree, node]] > trees.threshold[tree, node]
+                node = 2 * node + (2 if goes_right else 1)
+            total += trees.leaf[tree, node - trees.feature.shape[1]]
+        expected.append(total)
+    assert trees.logits(rows) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    assert trees.logits(rows[:0]).shape == (0,)
 
 
 @pytest.mark.dataset

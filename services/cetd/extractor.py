@@ -58,6 +58,12 @@ from shared.flatpage import SPACE, FlatPage, flatten_html
 from shared.html import BLOCK_LEVEL, INVISIBLE
 
 LINKS = frozenset({"a", "button"})
+# What the pass needs to know of an element, as bits: left out (invisible; hidden is
+# added per page), a link, block-level.
+_LEFT_OUT, _LINK, _BLOCK = 1, 2, 4
+_CODES = {name: (_LEFT_OUT if name in INVISIBLE else 0) | (_LINK if name in LINKS else 0)
+          | (_BLOCK if name in BLOCK_LEVEL else 0)
+          for name in INVISIBLE | LINKS | BLOCK_LEVEL}
 _ARGMAX_QUERIES = 32
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -140,9 +146,11 @@ class PageMeasures:
     _ranked: Floats = field(init=False, repr=False)
     _queries: int = field(default=0, init=False, repr=False)
     _best: list[int] = field(default_factory=list, init=False, repr=False)
+    _visible: list[bool] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._ranked = np.where(self.visible, self.density_sum, -np.inf)
+        self._visible = self.visible.tolist()
 
     def best(self, element: int) -> int:
         """The node of largest DensitySum in the subtree (the first in document order).
@@ -179,9 +187,9 @@ class PageMeasures:
         """The visible children, in document order (a subtree is a contiguous range)."""
         found = []
         child = element + 1
-        last = self.page.last
+        last, visible = self.page.last, self._visible
         while child <= last[element]:
-            if self.visible[child]:
+            if visible[child]:
                 found.append(child)
             child = last[child] + 1
         return found
@@ -198,7 +206,10 @@ def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
     The pass keeps only what needs the walk: the holder and characters of each text
     piece, the links, the left-out elements (invisible or hidden: their whole range
     counts for nothing) and the blocks."""
-    names = page.names
+    codes = [_CODES.get(name, 0) for name in page.names]  # one lookup per element
+    if options.drop_hidden:
+        for element in page.hidden:
+            codes[element] |= _LEFT_OUT
     holders: list[int] = []
     piece_chars: list[int] = []
     links: list[int] = []
@@ -208,7 +219,6 @@ def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
     containers = [0]
     parts: list[str] = []
     first = 0  # the first text piece of the block being collected
-    hidden = page.hidden if options.drop_hidden else set()
     skipping = -1  # a left-out element whose subtree is being passed over
     events = iter(page.events)
     next(events)  # the root opens; its end is handled below
@@ -226,15 +236,15 @@ def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
         if event >= 0:
             if skipping >= 0:
                 continue
-            name = names[event]
-            if name in INVISIBLE or event in hidden:
+            code = codes[event]
+            if code & _LEFT_OUT:
                 skipping = event
                 left_out.append(event)
                 continue
-            if name in LINKS:
+            if code & _LINK:
                 links.append(event)
             open_elements.append(event)
-            if name in BLOCK_LEVEL:
+            if code & _BLOCK:
                 if len(holders) > first:
                     blocks.append(TextBlock(containers[-1], parts, first, len(holders)))
                     parts, first = [], len(holders)
@@ -248,7 +258,7 @@ def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
                 skipping = -1
             continue
         open_elements.pop()
-        if element == 0 or names[element] in BLOCK_LEVEL:
+        if codes[element] & _BLOCK or element == 0:
             if len(holders) > first:
                 blocks.append(TextBlock(containers[-1], parts, first, len(holders)))
                 parts, first = [], len(holders)

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-import numpy as np
 from pydantic import Field
 
 from services.density.lines import render_lines
-from services.density.model import default_model, line_features
+from services.density.model import default_model, line_counts, line_features
 from services.density.thresholds import gaussian_threshold, mean_threshold
 from shared.contract import Algorithm, Block, Extraction, Options
 
@@ -41,10 +40,11 @@ class DensityOptions(Options):
 
 def extract(html: str, options: DensityOptions, url: str | None = None) -> Extraction:
     lines = render_lines(html)
-    density = np.array([line.density for line in lines], dtype=np.float64)
     if options.threshold == "learned":
         scores, keep = default_model().decide(line_features(lines))
     else:
+        text_length, html_bytes = line_counts(lines)
+        density = text_length / html_bytes
         if options.threshold == "fixed":
             threshold = options.value
         elif options.threshold == "mean":
@@ -53,10 +53,8 @@ def extract(html: str, options: DensityOptions, url: str | None = None) -> Extra
             threshold = gaussian_threshold(density)
         scores = density
         keep = density >= threshold
-    blocks = [
-        Block(text=line.text, is_content=bool(k), score=round(float(s), 4))
-        for line, k, s in zip(lines, keep, scores.tolist(), strict=True)
-    ]
+    blocks = [Block(text=line.text, is_content=k, score=round(s, 4))
+              for line, k, s in zip(lines, keep.tolist(), scores.tolist(), strict=True)]
     return Extraction(blocks)
 
 

@@ -48,13 +48,27 @@ FEATURES = tuple(
 Matrix = npt.NDArray[np.float64]
 
 
+def line_counts(lines: Sequence[Line]) -> tuple[Matrix, Matrix]:
+    """Each line's text length and HTML bytes, as floats (exact: both are far below 2^53)."""
+    text_length = np.array([len(line.text) for line in lines], dtype=np.float64)
+    html_bytes = np.array([line.html_bytes for line in lines], dtype=np.float64)
+    return text_length, html_bytes
+
+
 def line_features(lines: Sequence[Line]) -> Matrix:
-    """The (lines x 9) feature matrix: previous, current and next line's three values."""
-    own = np.array([(line.density, np.log1p(line.html_bytes), np.log1p(line.text_length))
-                    for line in lines], dtype=np.float64).reshape(-1, 3)
-    pad = np.zeros((1, 3))
-    shifted = np.vstack([pad, own, pad])
-    return np.hstack([shifted[:-2], shifted[1:-1], shifted[2:]])
+    """The (lines x 9) feature matrix: previous, current and next line's three values.
+
+    Computed column by column (one numpy call per column, not per line); the values
+    are those of Line.density and np.log1p on each line, bit for bit, since a float
+    division is correctly rounded either way and log1p runs the same loop."""
+    text_length, html_bytes = line_counts(lines)
+    own = np.column_stack([text_length / html_bytes, np.log1p(html_bytes),
+                           np.log1p(text_length)])
+    features = np.zeros((len(lines), 9))
+    features[1:, 0:3] = own[:-1]
+    features[:, 3:6] = own
+    features[:-1, 6:9] = own[1:]
+    return features
 
 
 @dataclass(frozen=True)
