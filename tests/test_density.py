@@ -8,7 +8,7 @@ from statistics import fmean
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 from scipy.optimize import brentq
@@ -143,6 +143,8 @@ def test_seed_example_with_corrected_arithmetic() -> None:
 
 
 @settings(max_examples=200, deadline=None)
+# Variances equal but for the last bit: the textbook quadratic formula lost every digit.
+@example(mean_z=0.0, gap=0.5, sd_y=0.011, sd_z=0.011000000000000001, p=0.25)
 @given(
     mean_z=st.floats(0.0, 0.5), gap=st.floats(0.05, 0.5), sd_y=st.floats(0.011, 0.4),
     sd_z=st.floats(0.011, 0.4), p=st.floats(0.05, 0.95),

@@ -51,14 +51,16 @@ def optimal_threshold(mean_y: float, var_y: float, mean_z: float, var_z: float,
     b = mean_y / var_y - mean_z / var_z
     c = (mean_z**2 / (2.0 * var_z) - mean_y**2 / (2.0 * var_y)
          + math.log(p / (1.0 - p)) + 0.5 * math.log(var_z / var_y))
-    if abs(a) < 1e-12:  # equal variances: a linear equation
+    if a == 0.0:  # equal variances: a linear equation
         roots = [-c / b]
     else:
         discriminant = b * b - 4.0 * a * c
         if discriminant < 0.0:
             return None
-        sq = math.sqrt(discriminant)
-        roots = [(-b - sq) / (2.0 * a), (-b + sq) / (2.0 * a)]
+        # The stable form of the two roots: with nearly equal variances a is tiny and
+        # (-b + sqrt(...)) / 2a loses every digit to cancellation; c / q does not.
+        q = -0.5 * (b + math.copysign(math.sqrt(discriminant), b))
+        roots = [q / a, c / q] if q else [0.0]
     between = [r for r in roots if mean_z < r < mean_y]
     return between[0] if between else None
 
