@@ -10,8 +10,8 @@ import pytest
 from services.cetd.extractor import (
     ALGORITHM,
     CetdOptions,
-    composite_text_density,
     PageMeasures,
+    composite_text_density,
     mark_content,
     measure_page,
     text_density,
