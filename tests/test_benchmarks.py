@@ -126,3 +126,17 @@ def test_summary_ratios_and_target_rules() -> None:
                       ("bte", "in-process <= 3x lxml parse"): True,
                       ("justext", "HTTP <= 1.3x in-process"): False}  # 45 / 30 = 1.5
     assert speed.percentile([5, 1, 4, 2, 3], 0.95) == 5
+
+
+def test_paired_floor_is_preferred() -> None:
+    """A service's rows carry the lxml floor timed beside it: its ratio uses that floor
+    (same pages, same load), not the separate floor run."""
+    in_process = {
+        "lxml": {"pages": [{"dataset": "d", "id": "0", "ms": 9.0, "cpu_ms": 9.0, "error": None}]},
+        "bte": {"pages": [{"dataset": "d", "id": str(i), "ms": c, "cpu_ms": c,
+                           "floor_cpu_ms": f, "error": None}
+                          for i, (c, f) in enumerate([(4.0, 1.0), (6.0, 2.0), (8.0, 3.0)])]},
+    }
+    bte = speed.build_summary(in_process, {}, ["d"])["d"]["bte"]
+    assert bte["paired_lxml_cpu_median_ms"] == 2.0
+    assert bte["x_lxml"] == 3.0  # 6 / 2, not 6 / 9
