@@ -68,19 +68,24 @@ def validation_message(exc: ValidationError) -> str:
     )
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it passes `limit` bytes."""
-    declared = request.headers.get("content-length")
+async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
+    """A request body from its chunks, refused with 413 as soon as it passes `limit`
+    bytes (at once when the declared Content-Length already does)."""
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ServiceError(413, "too_large", f"the body is {declared} bytes; the limit is {limit}")
-    chunks: list[bytes] = []
+    parts: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    async for chunk in chunks:
         size += len(chunk)
         if size > limit:
             raise ServiceError(413, "too_large", f"the body passes the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it passes `limit` bytes."""
+    return await read_limited(request.stream(), request.headers.get("content-length"), limit)
 
 
 def check_token(request: Request, token: str | None) -> None:
@@ -97,23 +102,15 @@ class ClientGoneError(Exception):
     """The client went away before its request body arrived."""
 
 
-async def read_asgi_body(receive: Receive, declared: str | None, limit: int) -> bytes:
-    """read_body on the raw ASGI interface."""
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ServiceError(413, "too_large", f"the body is {declared} bytes; the limit is {limit}")
-    chunks: list[bytes] = []
-    size = 0
+async def asgi_body_chunks(receive: Receive) -> AsyncIterator[bytes]:
+    """The body's chunks on the raw ASGI interface (ClientGoneError if the client left)."""
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientGoneError
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise ServiceError(413, "too_large", f"the body passes the limit of {limit} bytes")
-        chunks.append(chunk)
+        yield message.get("body", b"")
         if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -270,8 +267,9 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
             check_authorization(headers.get(b"authorization", b"").decode("latin-1"),
                                 settings.token)
             declared = headers.get(b"content-length")
-            body = await read_asgi_body(receive, declared.decode("latin-1") if declared else None,
-                                        settings.max_body_bytes)
+            body = await read_limited(asgi_body_chunks(receive),
+                                      declared.decode("latin-1") if declared else None,
+                                      settings.max_body_bytes)
             query = dict(parse_qsl(scope["query_string"].decode("latin-1"),
                                    keep_blank_values=True))
             reply = await answer_extract(

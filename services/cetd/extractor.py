@@ -45,6 +45,7 @@ are <a> and <button>.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Literal
@@ -133,7 +134,6 @@ class PageMeasures:
 
     page: FlatPage
     visible: npt.NDArray[np.bool_]
-    last: Ints  # the last element of each element's subtree
     chars: Ints
     tags: Ints
     link_chars: Ints
@@ -196,7 +196,7 @@ class PageMeasures:
 
     def body(self) -> int:
         """The <body> element (the root's first visible <body> child), else the root."""
-        return _body_of(self.page.names, self.visible, self.last)
+        return _body_of(self.page.names, self.visible, self.page.last)
 
 
 def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
@@ -318,11 +318,11 @@ def _measure(page: FlatPage, options: CetdOptions, blocks: list[TextBlock], last
     density_sum: Floats = (
         np.bincount(parents, weights=child_density, minlength=count)
         + np.bincount(holders, weights=piece_density, minlength=count)).astype(np.float64)
-    return PageMeasures(page, visible, last, chars, tags, link_chars, link_tags, density,
+    return PageMeasures(page, visible, chars, tags, link_chars, link_tags, density,
                         density_sum, blocks, holders, piece_chars)
 
 
-def _body_of(names: list[str], visible: npt.NDArray[np.bool_], last: Ints) -> int:
+def _body_of(names: list[str], visible: npt.NDArray[np.bool_], last: Sequence[int] | Ints) -> int:
     """The <body> element (the root's first visible <body> child), else the root."""
     child = 1
     while child <= last[0]:
