@@ -9,7 +9,8 @@ stored in a fresh SQLite store) through orchestrator.runner.execute_run:
 
 - `serial`: the true one-core baseline: one process, one thing at a time (each
   page decoded and prepared, each service's extractor called in-process, scored
-  and stored, in turn), with the runner's own scoring and store code;
+  and stored, in turn, then the run's report written), with the runner's own
+  scoring, store and output code;
 - `embedded-1`: `boilerbench run --in-process --workers 1`: the extractors in one
   worker process at a time, scoring in the orchestrator's event loop;
 - `embedded-2`: the same with 2 extractions at a time (one worker per service);
@@ -21,7 +22,9 @@ Per mode: results, wall seconds, results per second, the ratio to `serial` and t
 `embedded-1`, the cores used (CPU seconds of the orchestrator and of every service
 and worker process, over the wall time) and the runner's RunTimings (prepare,
 extraction, transport, reply parsing, scoring, storage). Service start-up is not
-timed. Writes throughput.json and throughput.md into --out.
+timed, nor are imports (the report's statistics import scipy: that is start-up,
+paid once per process by whichever mode came first). Writes throughput.json and
+throughput.md into --out.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ for _path in (REPO, REPO / "benchmarks"):
 
 from speed import machine  # noqa: E402
 
+import orchestrator.report  # noqa: E402, F401  (imported before any clock starts)
 from orchestrator.launcher import LocalStack, parse_service_list  # noqa: E402
 from orchestrator.models import PageResult  # noqa: E402
 from orchestrator.runner import (  # noqa: E402
@@ -57,6 +61,7 @@ from orchestrator.runner import (  # noqa: E402
     execute_run,
     folder_source,
     open_source,
+    write_run_outputs,
 )
 from orchestrator.scoring import prepare_page, score_empty, score_extraction  # noqa: E402
 from orchestrator.store import Store  # noqa: E402
@@ -209,7 +214,9 @@ def run_serial(store: Store, run_id: str, algorithms: dict[str, Algorithm],
                 started = time.perf_counter()
                 store.add_result(result)
                 timings.add("store", time.perf_counter() - started)
-    return store.results(run_id)
+    results = store.results(run_id)
+    write_run_outputs(store, run_id, Path(spec.output_folder), results)  # as execute_run does
+    return results
 
 
 def run_mode(mode: str, algorithms: dict[str, Algorithm], sources: list[Any],

@@ -21,22 +21,26 @@ option `feed`; pages without one are "skipped" (not scored, but counted). A page
 that is not decodable HTML is skipped for every service and named in the warnings.
 
 Each page is prepared for scoring once (scoring.prepare_page) and reused by all
-services; preparing and scoring run in a thread, so the event loop keeps
+services; preparing and scoring run in one worker thread, so the event loop keeps
 answering (the API's /health, the other lanes) during a large page's block scoring
-(up to ~200 ms). Each result is written to the store in its own transaction, so a
-killed run resumes where it stopped: finished (dataset, page, service) rows are
-skipped.
+(up to ~200 ms). One thread, not a pool: that work is Python under the GIL, and
+more threads only made it and the event loop (which keeps the services fed)
+interrupt each other more often (measured: benchmarks/throughput.py). Each result
+is written to the store in its own transaction, so a killed run resumes where it
+stopped: finished (dataset, page, service) rows are skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -163,11 +167,13 @@ class HttpExtractor:
         headers = {"authorization": f"Bearer {spec.service_token}"} if spec.service_token else {}
         # A client per service: httpx checks every pooled connection on each request,
         # so one pool for all services (40 connections) cost ~6 ms of CPU per request.
+        # One TLS context for all (each client would load the CA bundle: ~0.1 s each).
+        tls = httpx.create_ssl_context()
         self.clients = {name: httpx.AsyncClient(
             timeout=httpx.Timeout(spec.timeout_s, connect=min(spec.timeout_s, 10.0)),
             limits=httpx.Limits(max_connections=spec.concurrency,
                                 max_keepalive_connections=spec.concurrency),
-            headers=headers, transport=transport,
+            headers=headers, transport=transport, verify=tls,
         ) for name in spec.services}
 
     async def start(self) -> None:
@@ -175,7 +181,7 @@ class HttpExtractor:
 
     async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome:
         url = f"{self.spec.url(service)}/extract"
-        payload = _encode_request({"html": html, "url": None, "options": options})
+        payload = _encode_request(html, options)
         attempts = 1 if self.down[service] else self.spec.retries + 1
         last = "no attempt"
         connection_failed = False
@@ -219,13 +225,24 @@ class HttpExtractor:
         await asyncio.gather(*(client.aclose() for client in self.clients.values()))
 
 
-def _encode_request(body: dict[str, Any]) -> bytes:
+def _encode_request(html: str, options: dict[str, Any]) -> bytes:
+    """The JSON body of /extract. The page's part is encoded once for all services
+    (_encode_text keeps the last pages: each service sends the same text object)."""
+    return b'{"html":%b,"url":null,"options":%b}' % (_encode_text(html), _encode_json(options))
+
+
+@functools.lru_cache(maxsize=64)
+def _encode_text(html: str) -> bytes:
+    return _encode_json(html)
+
+
+def _encode_json(value: Any) -> bytes:
     """orjson, several times faster than the stdlib encoder behind httpx's json=; the
     stdlib one for text orjson refuses (lone surrogates), which the service then judges."""
     try:
-        return orjson.dumps(body)
+        return orjson.dumps(value)
     except orjson.JSONEncodeError:
-        return json.dumps(body).encode()
+        return json.dumps(value).encode()
 
 
 def _error_text(reply: httpx.Response) -> str:
@@ -364,7 +381,7 @@ class PreparedPages:
     bounded memory.
     """
 
-    def __init__(self, load: Callable[[Dataset, str], tuple[Page, _Prepared]],
+    def __init__(self, load: Callable[[Dataset, str], Coroutine[Any, Any, tuple[Page, _Prepared]]],
                  needed: dict[tuple[str, str], int], limit: int = 256) -> None:
         self.load = load
         self.needed = dict(needed)
@@ -375,7 +392,7 @@ class PreparedPages:
         key = (dataset.name, page_id)
         entry = self.entries.get(key)
         if entry is None:
-            entry = asyncio.create_task(asyncio.to_thread(self.load, dataset, page_id))
+            entry = asyncio.create_task(self.load(dataset, page_id))
             self.entries[key] = entry
             while len(self.entries) > self.limit:
                 self.entries.pop(next(iter(self.entries)))
@@ -410,6 +427,10 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
         store.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}")
         raise
     done = store.done_keys(run_id)
+    # Preparing and scoring are pure Python: under the GIL a second thread would not
+    # run them any sooner, only make them and the event loop take turns more often.
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="boilerbench-score")
+    loop = asyncio.get_running_loop()
     own_extractor = extractor is None
     extractor = extractor or make_extractor(spec)
     await extractor.start()
@@ -458,11 +479,11 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
             timings.add_outcome(outcome)
         ref = prepared.ref
         if outcome.error is not None:
-            scores = await asyncio.to_thread(timed_score, lambda: score_empty(ref))
+            scores = await loop.run_in_executor(worker, timed_score, lambda: score_empty(ref))
             record(PageResult(**base, status="error", error=outcome.error, scores=scores))
             return
-        scores = await asyncio.to_thread(
-            timed_score, lambda: score_extraction(ref, outcome.text, outcome.blocks))
+        scores = await loop.run_in_executor(
+            worker, timed_score, lambda: score_extraction(ref, outcome.text, outcome.blocks))
         # The service's own figure (its processing, not the queue or the network), so
         # algorithms compare alike over HTTP and in-process; the round trip otherwise.
         elapsed = outcome.extract_ms if outcome.extract_ms is not None else outcome.elapsed_ms
@@ -480,7 +501,10 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
         for dataset, page_id in items:
             key = (dataset.name, page_id)
             pending_services[key] = pending_services.get(key, 0) + 1
-    pages = PreparedPages(load_and_prepare, pending_services)
+    async def load_in_worker(dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
+        return await loop.run_in_executor(worker, load_and_prepare, dataset, page_id)
+
+    pages = PreparedPages(load_in_worker, pending_services)
 
     async def lane(service: str, queue: Iterator[tuple[Dataset, str]]) -> None:
         for dataset, page_id in queue:
@@ -512,6 +536,7 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
             await asyncio.gather(*tasks, return_exceptions=True)
         raise
     finally:
+        worker.shutdown(wait=False, cancel_futures=True)
         if own_extractor:
             await extractor.aclose()
     if failures:

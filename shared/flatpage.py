@@ -101,26 +101,25 @@ class FlatPage:
                 and known.count("/") + len(missing) > MAX_PATH_DEPTH):
             self._too_deep.update(missing)
             return None
-        names = self.names
+        names, parents, siblings = self.names, self.parents, self._siblings
         for element in reversed(missing):
-            parent = self.parents[element]
+            parent = parents[element]
             name = names[element]
-            same = self._children_by_name(parent)[name]
-            step = name if len(same) == 1 else f"{name}[{bisect_left(same, element) + 1}]"
-            paths[element] = f"{paths[parent]}/{step}"
+            same = (siblings.get(parent) or self._children_by_name(parent))[name]
+            paths[element] = (f"{paths[parent]}/{name}" if len(same) == 1 else
+                              f"{paths[parent]}/{name}[{bisect_left(same, element) + 1}]")
         return paths[missing[0]]
 
     def _children_by_name(self, parent: int) -> dict[str, list[int]]:
         """The children of `parent` by name, in document order (found once, by hopping
         from subtree to subtree: a child's next sibling follows its last descendant)."""
-        found = self._siblings.get(parent)
-        if found is None:
-            found = self._siblings[parent] = {}
-            names, last = self.names, self.last
-            child, end = parent + 1, last[parent]
-            while child <= end:
-                found.setdefault(names[child], []).append(child)
-                child = last[child] + 1
+        found: dict[str, list[int]] = {}
+        names, last = self.names, self.last
+        child, end = parent + 1, last[parent]
+        while child <= end:
+            found.setdefault(names[child], []).append(child)
+            child = last[child] + 1
+        self._siblings[parent] = found
         return found
 
 
@@ -165,6 +164,8 @@ def flatten_html(html: str, find_hidden: bool = False) -> FlatPage:
     parents.append(-1)
     last.append(0)
     events.append(0)
+    # Names by lexbor tag id, read once per page: node.tag decodes a new string each time.
+    tag_names: dict[int, str] = {}
     open_elements: list[tuple[LexborNode, int]] = [(root, 0)]
     node: LexborNode | None = root.child
     while open_elements:
@@ -177,7 +178,8 @@ def flatten_html(html: str, find_hidden: bool = False) -> FlatPage:
         kind = node.tag_id  # an int: no string built for the many text nodes
         if kind == _LEXBOR_TEXT:
             events.append(SPACE if node.is_empty_text_node else node.text_content or "")
-        elif kind > _LEXBOR_DOCTYPE and (tag := node.tag):  # an element
+        elif kind > _LEXBOR_DOCTYPE and (tag := tag_names.get(kind) or node.tag):  # an element
+            tag_names[kind] = tag
             index = len(names)
             names.append(tag)
             parents.append(open_elements[-1][1])

@@ -4,6 +4,7 @@ one failing with 500 before it answers, one down, one slow, one refusing pages (
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from orchestrator.runner import (
     NO_FEEDS,
     NO_PAGE_FEED,
     RunSpec,
+    _encode_request,
     create_run,
     execute_run,
     folder_source,
@@ -197,3 +199,15 @@ def test_word_f1_matches_an_independent_bag_of_words_computation(
         checked += 1
     assert checked == len(dataset.ids)
     assert 0 < min(r.scores.word_bag.f1 for r in results if r.scores) < 1
+
+
+@pytest.mark.parametrize("html", [
+    '<p class="x">Quotes " and \\ backslashes, ünïcode, 中文</p>',
+    "<p>a lone surrogate \ud800 only the stdlib encoder takes</p>",
+])
+def test_request_body_is_the_json_of_page_and_options(html: str) -> None:
+    """The page part is encoded once and spliced in: the body must still be exactly
+    the JSON object the contract describes, for every service's options."""
+    for options in ({}, {"threshold": "fixed", "min_inside": 0.25, "feed": "<rss>\"</rss>"}):
+        body = json.loads(_encode_request(html, options))
+        assert body == {"html": html, "url": None, "options": options}

@@ -180,6 +180,7 @@ def extract(html: str, options: BteOptions, url: str | None = None) -> Extractio
     page = flatten_html(html)
     gains, page_blocks = tokenize_page(page, options)
     first, last, _ = best_window(gains)
+    path = page.path
     blocks = []
     for block in page_blocks:
         text = " ".join("".join(block.parts).split())  # as shared.html.normalize_space
@@ -191,13 +192,14 @@ def extract(html: str, options: BteOptions, url: str | None = None) -> Extractio
             if first <= run <= last:
                 inside += words
         share = inside / total
-        blocks.append(Block(
-            text=text,
-            is_content=share >= options.min_inside,
-            score=round(share, 4),
-            path=page.path(block.container),
-            label="inside" if share == 1 else "outside" if share == 0 else "partial",
-        ))
+        content = share >= options.min_inside
+        if share == 1:
+            label = "inside"
+        elif share == 0:
+            label = "outside"
+        else:  # one of the window's two edge blocks: the only shares that need rounding
+            label, share = "partial", round(share, 4)
+        blocks.append(Block(text, content, share, path(block.container), label))
     return Extraction(blocks)
 
 

@@ -66,6 +66,9 @@ _CODES = {name: (_LEFT_OUT if name in INVISIBLE else 0) | (_LINK if name in LINK
           | (_BLOCK if name in BLOCK_LEVEL else 0)
           for name in INVISIBLE | LINKS | BLOCK_LEVEL}
 _ARGMAX_QUERIES = 32
+# What str.split() takes for whitespace among ASCII characters: deleted in C by
+# bytes.translate, which counts characters without building the words.
+_ASCII_WHITESPACE = bytes(c for c in range(128) if chr(c).isspace())
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
 
@@ -228,7 +231,8 @@ def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
                 parts.append(event)
                 if event is SPACE:
                     continue
-                chars = len("".join(event.split()))
+                chars = (len(event.encode().translate(None, _ASCII_WHITESPACE))
+                         if event.isascii() else len("".join(event.split())))
                 if chars:
                     holders.append(open_elements[-1])
                     piece_chars.append(chars)
@@ -237,6 +241,9 @@ def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
             if skipping >= 0:
                 continue
             code = codes[event]
+            if not code:  # most elements: neither left out, a link nor block-level
+                open_elements.append(event)
+                continue
             if code & _LEFT_OUT:
                 skipping = event
                 left_out.append(event)
@@ -292,11 +299,11 @@ def _measure(page: FlatPage, options: CetdOptions, blocks: list[TextBlock], last
     own_chars = np.bincount(holders, weights=piece_chars, minlength=count).astype(np.int64)
     is_link = np.zeros(count, dtype=np.int64)
     is_link[links] = 1
-    values = np.stack([own_chars, visible, np.where(in_link, own_chars, 0), is_link])
+    values = np.array([own_chars, visible, np.where(in_link, own_chars, 0), is_link])
     running = np.zeros((4, count + 1), dtype=np.int64)
     np.cumsum(values, axis=1, out=running[:, 1:])
-    first = np.arange(count) + np.array([[0], [1], [0], [1]])  # self included or not
-    sums = running[:, last + 1] - np.take_along_axis(running, first, axis=1)
+    sums = running[:, last + 1] - running[:, :-1]  # over i..last[i]
+    sums[1::2] -= values[1::2]  # T and LT count only what is below the node
     chars, tags, link_chars, link_tags = sums
     root_or_body = _body_of(page.names, visible, last)
     ratio = float(link_chars[root_or_body] / chars[root_or_body]) if chars[root_or_body] else 0.0
@@ -373,11 +380,10 @@ def extract(html: str, options: CetdOptions, url: str | None = None) -> Extracti
     totals = np.add.reduceat(chars, starts).tolist() if starts else []
     inside = np.add.reduceat(chars * content[measures.holders], starts).tolist() if starts else []
     density = measures.density.tolist()
-    blocks = [
-        Block(text=block.text, is_content=inside[n] * 2 > totals[n],
-              score=round(density[block.container], 4), path=page.path(block.container))
-        for n, block in enumerate(measures.blocks)
-    ]
+    path = page.path
+    blocks = [Block(block.text, inside[n] * 2 > totals[n], round(density[block.container], 4),
+                    path(block.container))
+              for n, block in enumerate(measures.blocks)]
     return Extraction(blocks)
 
 
