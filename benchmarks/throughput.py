@@ -18,6 +18,11 @@ stored in a fresh SQLite store) through orchestrator.runner.execute_run:
   free port (LocalStack, 1 extraction worker each), called over HTTP with the
   runner's default concurrency.
 
+With --rounds R the pages are split into R interleaved parts and every mode runs
+on each part in turn (each round starting with the next mode), and each mode's
+figures are summed over its rounds: this machine's speed drifts by 10-20% over
+minutes, which would otherwise favour whichever mode ran in a fast spell.
+
 Per mode: results, wall seconds, results per second, the ratio to `serial` and to
 `embedded-1`, the cores used (CPU seconds of the orchestrator and of every service
 and worker process, over the wall time) and the runner's RunTimings (prepare,
@@ -138,19 +143,21 @@ class CpuMeter:
                 continue
 
 
-def limited_sources(datasets: Sequence[str], limit: int | None, tmp: Path) -> list[Any]:
-    """Folder sources for the datasets; with a limit, folders of links to the first N pages."""
+def limited_sources(datasets: Sequence[str], limit: int | None, tmp: Path,
+                    part: int = 0, parts: int = 1) -> list[Any]:
+    """Folder sources for the datasets; with a limit, folders of links to the first N
+    pages; with several parts, to every parts-th of those pages from the part-th on."""
     sources = []
     for name in datasets:
         folder = dataset_dir(name)
         if folder is None:
             raise SystemExit(f"dataset {name!r} not found (see shared/datasets.py)")
         html, content = folder / "html", folder / "content"
-        if limit:
-            html, content = tmp / name / "html", tmp / name / "content"
+        if limit or parts > 1:
+            html, content = tmp / f"{name}-{part}" / "html", tmp / f"{name}-{part}" / "content"
             html.mkdir(parents=True)
             content.mkdir(parents=True)
-            for page in sorted((folder / "html").glob("*.html"))[:limit]:
+            for page in sorted((folder / "html").glob("*.html"))[:limit][part::parts]:
                 (html / page.name).symlink_to(page)
                 gold = folder / "content" / f"{page.stem}.txt"
                 (content / gold.name).symlink_to(gold)
@@ -220,13 +227,15 @@ def run_serial(store: Store, run_id: str, algorithms: dict[str, Algorithm],
 
 
 def run_mode(mode: str, algorithms: dict[str, Algorithm], sources: list[Any],
-             tmp: Path) -> dict[str, Any]:
+             tmp: Path, concurrency: int | None = None) -> dict[str, Any]:
     services = list(algorithms)
     store = Store(tmp / f"{mode}.sqlite")
     backend = "http" if mode == "local" else "embedded"
     workers = 2 if mode == "embedded-2" else 1
     spec = RunSpec(datasets=[], services=services, backend=backend, workers=workers,
                    output_folder=str(tmp / f"out-{mode}"))
+    if concurrency is not None:  # requests in flight per service (http backend)
+        spec = spec.model_copy(update={"concurrency": concurrency})
     stack: LocalStack | None = None
     urls: dict[str, str] | None = None
     if mode == "local":
@@ -282,6 +291,20 @@ def run_mode(mode: str, algorithms: dict[str, Algorithm], sources: list[Any],
     }
 
 
+def merge_rounds(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One mode's figures over its rounds: counts, seconds and phases summed."""
+    merged: dict[str, Any] = {"mode": rounds[0]["mode"], "rounds": len(rounds)}
+    for key in ("results", "scored", "errors", "extractions", "wall_s", "cpu_s",
+                "orchestrator_cpu_s"):
+        merged[key] = round(sum(r[key] for r in rounds), 2)
+    merged["phases_s"] = {key: round(sum(r["phases_s"][key] for r in rounds), 2)
+                          for key in rounds[0]["phases_s"]}
+    wall = merged["wall_s"]
+    merged["scored_per_s"] = round(merged["scored"] / wall, 2) if wall else None
+    merged["cores_used"] = round(merged["cpu_s"] / wall, 2) if wall else None
+    return merged
+
+
 def _per_result(run: dict[str, Any], key: str) -> str:
     """Milliseconds of `key` (CPU seconds) per scored result."""
     return f"{run[key] * 1000 / run['scored']:.1f}" if run["scored"] else "-"
@@ -335,6 +358,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--services", default="all")
     parser.add_argument("--limit", type=int, default=None, help="First N pages per dataset.")
     parser.add_argument("--modes", default="serial,embedded-1,local")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="Split the pages into this many parts and run every mode on "
+                        "each part in turn, so a drift in the machine's speed hits all modes.")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="Requests in flight per service in `local` (default: the runner's).")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
@@ -350,12 +378,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        sources = limited_sources(datasets, args.limit, tmp)
-        counts = {s.name: len(open_source(s).ids) for s in sources}
-        for mode in modes:
-            started = time.perf_counter()
-            runs.append(run_mode(mode, algorithms, sources, tmp))
-            print(f"{mode}: {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+        per_mode: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
+        counts: dict[str, int] = {}
+        for part in range(args.rounds):
+            sources = limited_sources(datasets, args.limit, tmp, part, args.rounds)
+            for source in sources:
+                counts[source.name] = counts.get(source.name, 0) + len(open_source(source).ids)
+            folder = tmp / f"round-{part}"
+            folder.mkdir()
+            for k in range(len(modes)):
+                mode = modes[(part + k) % len(modes)]  # each round starts with the next mode
+                started = time.perf_counter()
+                per_mode[mode].append(run_mode(mode, algorithms, sources, folder,
+                                               args.concurrency))
+                print(f"round {part + 1}, {mode}: {time.perf_counter() - started:.1f} s",
+                      file=sys.stderr, flush=True)
+        runs = [merge_rounds(per_mode[mode]) for mode in modes]
     report = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {**machine(), "load_avg_start": load_start,

@@ -21,13 +21,16 @@ option `feed`; pages without one are "skipped" (not scored, but counted). A page
 that is not decodable HTML is skipped for every service and named in the warnings.
 
 Each page is prepared for scoring once (scoring.prepare_page) and reused by all
-services; preparing and scoring run in one worker thread, so the event loop keeps
-answering (the API's /health, the other lanes) during a large page's block scoring
-(up to ~200 ms). One thread, not a pool: that work is Python under the GIL, and
-more threads only made it and the event loop (which keeps the services fed)
-interrupt each other more often (measured: benchmarks/throughput.py). Each result
-is written to the store in its own transaction, so a killed run resumes where it
-stopped: finished (dataset, page, service) rows are skipped.
+services. Preparing runs in one worker thread, and so does scoring a page of more
+than INLINE_SCORING_TOKENS tokens, so the event loop keeps answering (the API's
+/health, the other lanes) during a large page's block scoring (up to ~200 ms);
+about nine pages in ten of the development sets are scored in the loop itself (a
+few ms each, at most ~20). That work is Python under the GIL either way: handing
+every result to a thread (or a pool of them) only made it and the event loop,
+which keeps the services fed, interrupt each other, and cost 4 ms of CPU per result
+more over a full run (benchmarks/throughput.py). Each result is written to the
+store in its own transaction, so a killed run resumes where it stopped: finished
+(dataset, page, service) rows are skipped.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ from shared.workers import ExtractionFailedError, ExtractionTimeoutError, PoolBu
 
 Backend = Literal["http", "embedded"]
 NO_FEEDS = "dataset has no feeds"
+# Pages of up to this many tokens are scored in the event loop (module docstring).
+INLINE_SCORING_TOKENS = 5000
 NO_PAGE_FEED = "the page has no feed"
 
 
@@ -452,6 +457,12 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
             timings.add("score", time.perf_counter() - started)
         return scores
 
+    async def scored(ref: PageReference, score: Callable[[], PageScores]) -> PageScores:
+        """Score a page of few tokens right here, a larger one in the worker thread."""
+        if len(ref.page_tokens) <= INLINE_SCORING_TOKENS:
+            return timed_score(score)
+        return await loop.run_in_executor(worker, timed_score, score)
+
     def load_and_prepare(dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
         started = time.perf_counter()
         page = dataset.page(page_id)
@@ -479,11 +490,10 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
             timings.add_outcome(outcome)
         ref = prepared.ref
         if outcome.error is not None:
-            scores = await loop.run_in_executor(worker, timed_score, lambda: score_empty(ref))
+            scores = await scored(ref, lambda: score_empty(ref))
             record(PageResult(**base, status="error", error=outcome.error, scores=scores))
             return
-        scores = await loop.run_in_executor(
-            worker, timed_score, lambda: score_extraction(ref, outcome.text, outcome.blocks))
+        scores = await scored(ref, lambda: score_extraction(ref, outcome.text, outcome.blocks))
         # The service's own figure (its processing, not the queue or the network), so
         # algorithms compare alike over HTTP and in-process; the round trip otherwise.
         elapsed = outcome.extract_ms if outcome.extract_ms is not None else outcome.elapsed_ms

@@ -140,3 +140,19 @@ def test_paired_floor_is_preferred() -> None:
     bte = speed.build_summary(in_process, {}, ["d"])["d"]["bte"]
     assert bte["paired_lxml_cpu_median_ms"] == 2.0
     assert bte["x_lxml"] == 3.0  # 6 / 2, not 6 / 9
+
+
+def test_throughput_rounds_cover_every_page_once_per_mode(scrapinghub: Path,
+                                                            tmp_path: Path) -> None:
+    """--rounds splits the pages into parts that every mode runs in turn: together
+    the parts are the pages of one run, and the figures are sums over them."""
+    import throughput
+
+    throughput.main(["--datasets", "scrapinghub", "--services", "bte,cetd", "--limit", "5",
+                     "--rounds", "2", "--modes", "serial", "--out", str(tmp_path)])
+    report = orjson.loads((tmp_path / "throughput.json").read_bytes())
+    assert report["page_counts"] == {"scrapinghub": 5}
+    (run,) = report["runs"]
+    assert (run["mode"], run["rounds"], run["scored"], run["errors"]) == ("serial", 2, 10, 0)
+    assert run["scored_per_s"] == round(10 / run["wall_s"], 2)
+    assert "| serial | 10 | 0 |" in (tmp_path / "throughput.md").read_text()
