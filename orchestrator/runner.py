@@ -26,11 +26,12 @@ than INLINE_SCORING_TOKENS tokens, so the event loop keeps answering (the API's
 /health, the other lanes) during a large page's block scoring (up to ~200 ms);
 about nine pages in ten of the development sets are scored in the loop itself (a
 few ms each, at most ~20). That work is Python under the GIL either way: handing
-every result to a thread (or a pool of them) only made it and the event loop,
-which keeps the services fed, interrupt each other, and cost 4 ms of CPU per result
-more over a full run (benchmarks/throughput.py). Each result is written to the
-store in its own transaction, so a killed run resumes where it stopped: finished
-(dataset, page, service) rows are skipped.
+every result to a thread (or a pool of them) only makes it and the event loop,
+which keeps the services fed, interrupt each other (two full runs of
+benchmarks/throughput.py: 37.9 ms of CPU per result with every result scored in
+the thread, 33.6 ms with every result in the loop; this machine drifts by 10-20%).
+Each result is written to the store in its own transaction, so a killed run
+resumes where it stopped: finished (dataset, page, service) rows are skipped.
 """
 
 from __future__ import annotations
@@ -63,9 +64,9 @@ from shared.workers import ExtractionFailedError, ExtractionTimeoutError, PoolBu
 
 Backend = Literal["http", "embedded"]
 NO_FEEDS = "dataset has no feeds"
+NO_PAGE_FEED = "the page has no feed"
 # Pages of up to this many tokens are scored in the event loop (module docstring).
 INLINE_SCORING_TOKENS = 5000
-NO_PAGE_FEED = "the page has no feed"
 
 
 class DatasetSource(BaseModel):
@@ -180,13 +181,17 @@ class HttpExtractor:
                                 max_keepalive_connections=spec.concurrency),
             headers=headers, transport=transport, verify=tls,
         ) for name in spec.services}
+        # Each page's JSON, encoded once for all its services (they send the same text
+        # object). At most one page per lane is in flight, and the cache ends with the run.
+        self.page_json = functools.lru_cache(
+            maxsize=len(spec.services) * spec.concurrency)(_encode_json)
 
     async def start(self) -> None:
         return None
 
     async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome:
         url = f"{self.spec.url(service)}/extract"
-        payload = _encode_request(html, options)
+        payload = _request_body(self.page_json(html), options)
         attempts = 1 if self.down[service] else self.spec.retries + 1
         last = "no attempt"
         connection_failed = False
@@ -227,18 +232,13 @@ class HttpExtractor:
         return Outcome(error=f"{last}{suffix}")
 
     async def aclose(self) -> None:
+        self.page_json.cache_clear()
         await asyncio.gather(*(client.aclose() for client in self.clients.values()))
 
 
-def _encode_request(html: str, options: dict[str, Any]) -> bytes:
-    """The JSON body of /extract. The page's part is encoded once for all services
-    (_encode_text keeps the last pages: each service sends the same text object)."""
-    return b'{"html":%b,"url":null,"options":%b}' % (_encode_text(html), _encode_json(options))
-
-
-@functools.lru_cache(maxsize=64)
-def _encode_text(html: str) -> bytes:
-    return _encode_json(html)
+def _request_body(page_json: bytes, options: dict[str, Any]) -> bytes:
+    """The JSON body of /extract around the page's already encoded JSON string."""
+    return b'{"html":%b,"url":null,"options":%b}' % (page_json, _encode_json(options))
 
 
 def _encode_json(value: Any) -> bytes:

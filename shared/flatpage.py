@@ -111,8 +111,9 @@ class FlatPage:
         return paths[missing[0]]
 
     def _children_by_name(self, parent: int) -> dict[str, list[int]]:
-        """The children of `parent` by name, in document order (found once, by hopping
-        from subtree to subtree: a child's next sibling follows its last descendant)."""
+        """The children of `parent` by name, in document order, found by hopping from
+        subtree to subtree (a child's next sibling follows its last descendant) and
+        remembered in _siblings, where path() looks first."""
         found: dict[str, list[int]] = {}
         names, last = self.names, self.last
         child, end = parent + 1, last[parent]

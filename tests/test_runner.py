@@ -20,7 +20,8 @@ from orchestrator.runner import (
     NO_FEEDS,
     NO_PAGE_FEED,
     RunSpec,
-    _encode_request,
+    _encode_json,
+    _request_body,
     create_run,
     execute_run,
     folder_source,
@@ -209,5 +210,5 @@ def test_request_body_is_the_json_of_page_and_options(html: str) -> None:
     """The page part is encoded once and spliced in: the body must still be exactly
     the JSON object the contract describes, for every service's options."""
     for options in ({}, {"threshold": "fixed", "min_inside": 0.25, "feed": "<rss>\"</rss>"}):
-        body = json.loads(_encode_request(html, options))
+        body = json.loads(_request_body(_encode_json(html), options))
         assert body == {"html": html, "url": None, "options": options}
