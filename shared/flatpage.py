@@ -1,4 +1,4 @@
-"""A parsed page as one flat list of events: the fast input of the tree-walking extractors.
+"""A parsed page as flat lists: the fast input of the tree-walking extractors.
 
 Why: BTE and CETD need one walk over every element and text of a page. Walking an
 lxml tree from Python costs more than libxml2's whole parse (every `.tag`, `.text`
@@ -10,15 +10,22 @@ loop over without touching a parser object again.
 
 A FlatPage has, per element i (document order, 0 = <html>): `names[i]`, the
 lower-case tag name, `parents[i]`, its parent (-1 for the root), and `last[i]`, the
-last element of its subtree (which is the range i..last[i]). `events` is the
-page in document order: an int i >= 0 opens element i, ~i (that is -i - 1) closes
-it, and a str is a piece of text (text of ASCII whitespace only is the one SPACE).
+last element of its subtree (which is the range i..last[i]); `closed` lists the
+elements in the order they close. Its text is `pieces`, the text nodes in document
+order (text of ASCII whitespace only is the one SPACE), and `texts`, those that are
+not SPACE, with `holders`, the element directly around each, and where each sits
+among the tags: text k follows the first `opened[k]` elements' start tags and the
+first `closes[k]` end tags of `closed`.
 Comments and doctypes are left out; invisible elements (shared.html.INVISIBLE:
 script, style, head, ...) open and close with nothing in between, as their content
-is never shown. `hidden` holds the elements
-a browser would not render because of a `hidden` attribute or an inline
-display:none / visibility:hidden (their content is kept: whether it counts is the
-extractor's choice).
+is never shown. With `drop_hidden`, so do the elements a browser would not render
+because of a `hidden` attribute or an inline display:none / visibility:hidden. Both
+kinds are listed in `emptied`.
+
+The same walk cuts the text into blocks, as shared.html.text_blocks cuts it (a
+block-level element ends one and starts another; invisible and dropped elements do
+not): a FlatBlock names its container element and its ranges of `pieces` and
+`texts`. Extractors then loop over texts and elements, never over every node.
 
 `flatten_tree` gives the same for an lxml tree, for callers that hold one already
 (services/fusion) and for the pages lexbor is slow on, where shared.html.parse_html
@@ -37,7 +44,7 @@ from dataclasses import dataclass, field
 from lxml import etree
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from shared.html import INVISIBLE, parse_html, tag_name
+from shared.html import BLOCK_LEVEL, INVISIBLE, parse_html, tag_name
 
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 # Start and end tags of the elements whose nesting costs lexbor quadratic time.
@@ -63,20 +70,65 @@ MAX_PATH_DEPTH = 256
 # nodes are indentation): consumers test `event is SPACE` instead of splitting it.
 SPACE = " "
 _ASCII_SPACE = " \t\n\r\f"
+# What an element is to the walk: its content never shows (invisible, or hidden and
+# dropped), it starts and ends a text block, or neither.
+_EMPTIED, _BLOCK, _PLAIN = 2, 1, 0
+
+
+def _kind(name: str) -> int:
+    return _EMPTIED if name in INVISIBLE else _BLOCK if name in BLOCK_LEVEL else _PLAIN
+
+
+@dataclass(slots=True)
+class FlatBlock:
+    """A text block: its container (the innermost block-level element around it), its
+    text pieces page.pieces[first_piece:end_piece] (SPACE included) and, of those, the
+    ones with text, page.texts[first:end] (at least one)."""
+
+    container: int
+    first_piece: int
+    end_piece: int
+    first: int
+    end: int
 
 
 @dataclass
 class FlatPage:
-    """Elements (names, parents), the document-order events and the hidden elements."""
+    """Elements (names, parents, last, close order, the emptied ones) and text (pieces;
+    texts with their holders and places; blocks)."""
 
     names: list[str] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
     last: list[int] = field(default_factory=list)
-    events: list[int | str] = field(default_factory=list)
-    hidden: set[int] = field(default_factory=set)
+    closed: list[int] = field(default_factory=list)
+    emptied: list[int] = field(default_factory=list)
+    pieces: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    holders: list[int] = field(default_factory=list)
+    opened: list[int] = field(default_factory=list)
+    closes: list[int] = field(default_factory=list)
+    blocks: list[FlatBlock] = field(default_factory=list)
     _paths: dict[int, str] = field(default_factory=dict, repr=False)
     _too_deep: set[int] = field(default_factory=set, repr=False)
     _siblings: dict[int, dict[str, list[int]]] = field(default_factory=dict, repr=False)
+    _block_texts: tuple[list[str], list[int]] | None = field(default=None, repr=False)
+
+    def block_texts(self) -> tuple[list[str], list[int]]:
+        """Each block's text, whitespace normalised as shared.html.normalize_space does,
+        and its number of whitespace-separated words. Splitting text is what costs most
+        after the walk, so it is done once per page: an extractor that counts per text
+        takes a block of one text (four in five) from here."""
+        if self._block_texts is None:
+            pieces = self.pieces
+            texts, counts = [], []
+            for block in self.blocks:
+                words = ("".join(pieces[block.first_piece:block.end_piece]).split()
+                         if block.end_piece - block.first_piece > 1
+                         else pieces[block.first_piece].split())
+                texts.append(" ".join(words))
+                counts.append(len(words))
+            self._block_texts = texts, counts
+        return self._block_texts
 
     def path(self, element: int) -> str | None:
         """XPath of an element, in lxml's getpath form (/html/body/div[2]/p: an index
@@ -85,10 +137,16 @@ class FlatPage:
         are kept, so the blocks of a page share their ancestors' work, and only
         asked-for elements and their ancestors are named."""
         paths = self._paths
-        if not paths:
-            paths[0] = "/" + self.names[0]
         found = paths.get(element)
         if found is not None:
+            return found
+        if not paths:
+            paths[0] = "/" + self.names[0]
+            if element == 0:
+                return paths[0]
+        known = paths.get(self.parents[element])
+        if known is not None and len(known) < 2 * MAX_PATH_DEPTH:  # one step (most blocks)
+            found = paths[element] = known + self._step(element)
             return found
         missing = [element]
         while (element := self.parents[element]) not in paths:
@@ -101,19 +159,21 @@ class FlatPage:
                 and known.count("/") + len(missing) > MAX_PATH_DEPTH):
             self._too_deep.update(missing)
             return None
-        names, parents, siblings = self.names, self.parents, self._siblings
         for element in reversed(missing):
-            parent = parents[element]
-            name = names[element]
-            same = (siblings.get(parent) or self._children_by_name(parent))[name]
-            paths[element] = (f"{paths[parent]}/{name}" if len(same) == 1 else
-                              f"{paths[parent]}/{name}[{bisect_left(same, element) + 1}]")
+            paths[element] = paths[self.parents[element]] + self._step(element)
         return paths[missing[0]]
+
+    def _step(self, element: int) -> str:
+        """The last step of an element's path: /name, or /name[k] where its parent has
+        several children of that name."""
+        parent, name = self.parents[element], self.names[element]
+        same = (self._siblings.get(parent) or self._children_by_name(parent))[name]
+        return "/" + name if len(same) == 1 else f"/{name}[{bisect_left(same, element) + 1}]"
 
     def _children_by_name(self, parent: int) -> dict[str, list[int]]:
         """The children of `parent` by name, in document order, found by hopping from
         subtree to subtree (a child's next sibling follows its last descendant) and
-        remembered in _siblings, where path() looks first."""
+        remembered in _siblings, where _step() looks first."""
         found: dict[str, list[int]] = {}
         names, last = self.names, self.last
         child, end = parent + 1, last[parent]
@@ -143,97 +203,158 @@ def _slow_for_lexbor(html: str) -> bool:
     return deepest > _MAX_LEXBOR_DEPTH
 
 
-def flatten_html(html: str, find_hidden: bool = False) -> FlatPage:
+def flatten_html(html: str, drop_hidden: bool = False) -> FlatPage:
     """Parse decoded page text (lexbor, or lxml for deeply nested pages) into a FlatPage;
-    `find_hidden` fills `hidden` (a CSS query first, so only likely elements are read)."""
+    `drop_hidden` empties hidden elements (a CSS query first, so only likely elements
+    are read)."""
     if _slow_for_lexbor(html):
-        return flatten_tree(parse_html(html))
+        return flatten_tree(parse_html(html), drop_hidden)
     tree = LexborHTMLParser(html)
     root = tree.root
     if root is None:
-        return flatten_tree(parse_html(html))
+        return flatten_tree(parse_html(html), drop_hidden)
     hidden_nodes: set[int] = set()
-    if find_hidden:
+    if drop_hidden:
         for candidate in tree.css('[hidden],[style*="none" i],[style*="hidden" i]'):
             attributes = candidate.attributes
             if "hidden" in attributes or _HIDDEN_STYLE.search(attributes.get("style") or ""):
                 hidden_nodes.add(candidate.mem_id)
     page = FlatPage()
-    names, parents, last = page.names, page.parents, page.last
-    events, hidden = page.events, page.hidden
+    names, parents, last, closed, emptied = (page.names, page.parents, page.last, page.closed,
+                                             page.emptied)
+    pieces, texts, holders, opened, closes, blocks = (page.pieces, page.texts, page.holders,
+                                                      page.opened, page.closes, page.blocks)
     names.append(root.tag or "html")
     parents.append(-1)
     last.append(0)
-    events.append(0)
-    # Names by lexbor tag id, read once per page: node.tag decodes a new string each time.
-    tag_names: dict[int, str] = {}
-    open_elements: list[tuple[LexborNode, int]] = [(root, 0)]
-    node: LexborNode | None = root.child
-    while open_elements:
+    # Name and kind by lexbor tag id, read once per page: node.tag decodes a new string
+    # each time.
+    kinds: dict[int, tuple[str, int]] = {}
+    open_nodes: list[LexborNode] = [root]
+    current = 0  # the innermost open element
+    containers = [0]  # the open block-level elements (the root holds the rest)
+    first = first_piece = 0  # where the block being collected starts
+    node: LexborNode | None = root.first_child
+    while open_nodes:
         if node is None:  # the last child is done: close its parent
-            closed, index = open_elements.pop()
-            events.append(~index)
-            last[index] = len(names) - 1
-            node = closed.next
+            done = open_nodes.pop()
+            closed.append(current)
+            last[current] = len(names) - 1
+            if containers[-1] == current:  # a block ends here (the root's close: the last)
+                if len(texts) > first:
+                    blocks.append(FlatBlock(current, first_piece, len(pieces), first, len(texts)))
+                    first = len(texts)
+                first_piece = len(pieces)
+                containers.pop()
+            current = parents[current]
+            node = done.next
             continue
         kind = node.tag_id  # an int: no string built for the many text nodes
         if kind == _LEXBOR_TEXT:
-            events.append(SPACE if node.is_empty_text_node else node.text_content or "")
-        elif kind > _LEXBOR_DOCTYPE and (tag := tag_names.get(kind) or node.tag):  # an element
-            tag_names[kind] = tag
-            index = len(names)
-            names.append(tag)
-            parents.append(open_elements[-1][1])
-            last.append(index)
-            events.append(index)
-            if hidden_nodes and node.mem_id in hidden_nodes:
-                hidden.add(index)
-            if tag in INVISIBLE:
-                events.append(~index)
+            if node.is_empty_text_node:
+                pieces.append(SPACE)
             else:
-                open_elements.append((node, index))
-                node = node.child
-                continue
+                text = node.text_content or ""
+                pieces.append(text)
+                texts.append(text)
+                holders.append(current)
+                opened.append(len(names))
+                closes.append(len(closed))
+        elif kind > _LEXBOR_DOCTYPE:  # an element
+            found = kinds.get(kind)
+            if found is None:
+                tag = node.tag or ""
+                found = kinds[kind] = (tag, _kind(tag))
+            tag, what = found
+            if tag:
+                index = len(names)
+                names.append(tag)
+                parents.append(current)
+                last.append(index)
+                if hidden_nodes and node.mem_id in hidden_nodes:
+                    what = _EMPTIED
+                if what == _EMPTIED:
+                    closed.append(index)
+                    emptied.append(index)
+                else:
+                    if what == _BLOCK:  # a block ends and another starts
+                        if len(texts) > first:
+                            blocks.append(FlatBlock(containers[-1], first_piece, len(pieces),
+                                                    first, len(texts)))
+                            first = len(texts)
+                        first_piece = len(pieces)
+                        containers.append(index)
+                    open_nodes.append(node)
+                    current = index
+                    node = node.first_child
+                    continue
         node = node.next
     return page
 
 
-def _text_event(text: str) -> str:
-    return SPACE if not text.strip(_ASCII_SPACE) else text
-
-
-def flatten_tree(root: etree._Element) -> FlatPage:
+def flatten_tree(root: etree._Element, drop_hidden: bool = False) -> FlatPage:
     """The FlatPage of an lxml tree from shared.html.parse_html (text and tails in
-    document order, comments dropped, invisible elements empty)."""
+    document order, comments dropped, invisible elements empty): what flatten_html
+    gives, built the same way."""
     page = FlatPage()
-    names, parents, last = page.names, page.parents, page.last
-    events, hidden = page.events, page.hidden
+    names, parents, last, closed, emptied = (page.names, page.parents, page.last, page.closed,
+                                             page.emptied)
+    pieces, texts, holders, opened, closes, blocks = (page.pieces, page.texts, page.holders,
+                                                      page.opened, page.closes, page.blocks)
     open_elements: list[int] = []
+    containers = [0]
+    first = first_piece = 0
+
+    def add_text(text: str, holder: int) -> None:
+        piece = SPACE if not text.strip(_ASCII_SPACE) else text
+        pieces.append(piece)
+        if piece is not SPACE:
+            texts.append(piece)
+            holders.append(holder)
+            opened.append(len(names))
+            closes.append(len(closed))
+
+    def cut(container: int) -> None:
+        nonlocal first, first_piece
+        if len(texts) > first:
+            blocks.append(FlatBlock(container, first_piece, len(pieces), first, len(texts)))
+            first = len(texts)
+        first_piece = len(pieces)
+
     walker = etree.iterwalk(root, events=("start", "end"))
     for event, element in walker:
         name = tag_name(element)
         if not name:  # comments and processing instructions: only their tail shows
             if event == "end" and element.tail:
-                events.append(_text_event(element.tail))
+                add_text(element.tail, open_elements[-1])
             continue
         if event == "start":
             index = len(names)
             names.append(name)
             parents.append(open_elements[-1] if open_elements else -1)
             last.append(index)
-            events.append(index)
-            style = element.get("style")
-            if element.get("hidden") is not None or (style and _HIDDEN_STYLE.search(style)):
-                hidden.add(index)
+            what = _kind(name)
+            if drop_hidden and index:
+                style = element.get("style")
+                if element.get("hidden") is not None or (style and _HIDDEN_STYLE.search(style)):
+                    what = _EMPTIED
             open_elements.append(index)
-            if name in INVISIBLE and element is not root:
+            if what == _EMPTIED and index:
+                emptied.append(index)
                 walker.skip_subtree()  # its end event still comes, for the tail
-            elif element.text:
-                events.append(_text_event(element.text))
+                continue
+            if what == _BLOCK and index:
+                cut(containers[-1])
+                containers.append(index)
+            if element.text:
+                add_text(element.text, index)
         else:
             index = open_elements.pop()
-            events.append(~index)
+            closed.append(index)
             last[index] = len(names) - 1
-            if element.tail and element is not root:
-                events.append(_text_event(element.tail))
+            if containers[-1] == index:
+                cut(index)
+                containers.pop()
+            if element.tail and index:
+                add_text(element.tail, parents[index])
     return page

@@ -86,7 +86,7 @@ def test_token_sequence_by_hand(flatten: Callable[[str], FlatPage]) -> None:
     # <html><head></head><body><p> | one two | </p><a> | x | </a><script></script><br> | three
     # | </body></html>  (head is invisible: its two tags at its start, its title not seen)
     assert gains == [-5, 2, -2, 1, -4, 1, -2]
-    assert [("".join(b.parts), b.runs) for b in blocks] == [
+    assert [(b.text, b.runs) for b in blocks] == [
         ("one two", [(1, 2)]), ("x", [(3, 1)]), ("three", [(5, 1)])]
     gains, _ = tokenize_page(page, BteOptions(end_tags=False, invisible_tags=False))
     # <html><body><p> | one two | <a> | x | <br> | three

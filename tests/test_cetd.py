@@ -49,7 +49,7 @@ RATIO = 12 / 40  # LC_b / C_b = 0.3
 def measure(html: str, options: CetdOptions) -> tuple[PageMeasures, list[int]]:
     """The page's measures and its visible elements in document order (the parser's
     <head> is invisible, so the SMALL page's visible elements are numbered as above)."""
-    measures = measure_page(flatten_html(html, find_hidden=True), options)
+    measures = measure_page(flatten_html(html, drop_hidden=options.drop_hidden), options)
     return measures, [int(i) for i in measures.visible.nonzero()[0]]
 
 

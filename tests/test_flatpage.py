@@ -1,4 +1,4 @@
-"""FlatPage: the same events from lexbor and lxml, paths, hidden elements, deep pages."""
+"""FlatPage: the same lists from lexbor and lxml, blocks, paths, hidden elements, deep pages."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from shared.flatpage import (
     flatten_html,
     flatten_tree,
 )
-from shared.html import parse_html
+from shared.html import parse_html, tag_name, text_blocks
 from tests.helpers import dataset_pages
 
 PAGE = ("<!doctype html><html><head><title>T</title><style>p {}</style></head><body>"
@@ -21,34 +21,59 @@ PAGE = ("<!doctype html><html><head><title>T</title><style>p {}</style></head><b
         "<script>var x = '<p>not text</p>';</script>tail</body></html>")
 
 
-def texts(page: FlatPage) -> list[str]:
-    return [e for e in page.events if isinstance(e, str)]
+def fields(page: FlatPage) -> tuple[object, ...]:
+    return (page.names, page.parents, page.last, page.closed, page.emptied, page.pieces,
+            page.texts, page.holders, page.opened, page.closes, page.blocks)
 
 
-def test_events_by_hand() -> None:
-    page = flatten_html(PAGE, find_hidden=True)
+def test_flat_page_by_hand() -> None:
+    page = flatten_html(PAGE, drop_hidden=True)
     assert page.names == ["html", "head", "body", "div", "p", "b", "p", "div", "div", "script"]
     assert page.parents == [-1, 0, 0, 2, 3, 4, 3, 2, 2, 2]
     assert page.last == [9, 1, 9, 6, 5, 5, 6, 7, 8, 9]
-    # Invisible elements open and close with nothing inside; comments are gone; entities
-    # are decoded.
-    assert page.events == [0, 1, ~1, 2, "Intro & more", 3, 4, "One ", 5, "two", ~5, ~4,
-                           6, "Three", ~6, ~3, 7, "Four", ~7, 8, "Five", ~8, 9, ~9, "tail",
-                           ~2, ~0]
-    assert page.hidden == {6, 7}
-    assert flatten_html(PAGE).hidden == set()  # only looked for when asked
-    # Text of ASCII whitespace only is the one SPACE event, from either parser.
+    assert page.closed == [1, 5, 4, 6, 3, 7, 8, 9, 2, 0]
+    # Invisible and hidden elements are empty; comments are gone; entities are decoded.
+    assert page.emptied == [1, 6, 7, 9]
+    assert page.texts == page.pieces == ["Intro & more", "One ", "two", "Five", "tail"]
+    assert page.holders == [2, 4, 5, 8, 2]
+    # "Five" follows the start tags of <html> ... <div style='color: red'> (9) and the end
+    # tags of <head>, <b>, <p>, <p hidden>, <div id='a'> and <div style='display: none'>.
+    assert page.opened == [3, 5, 6, 9, 10]
+    assert page.closes == [1, 1, 1, 6, 8]
+    assert [b.container for b in page.blocks] == [2, 4, 8, 2]
+    assert page.block_texts() == (["Intro & more", "One two", "Five", "tail"], [3, 2, 1, 1])
+    shown = flatten_html(PAGE)  # hidden elements only dropped when asked
+    assert shown.emptied == [1, 9]
+    assert shown.block_texts()[0] == [
+        "Intro & more", "One two", "Three", "Four", "Five", "tail"]
+    # Text of ASCII whitespace only is the one SPACE piece, from either parser, and no text.
     spaced = "<html><head></head><body><p>a</p>\n  \t<p>b\xa0</p> <b>c</b>\xa0</body></html>"
     for page in (flatten_html(spaced), flatten_tree(parse_html(spaced))):
-        assert texts(page) == ["a", " ", "b\xa0", " ", "c", "\xa0"]
-        assert all(text is SPACE for text in texts(page) if not text.strip(" \t\n"))
+        assert page.pieces == ["a", " ", "b\xa0", " ", "c", "\xa0"]
+        assert page.pieces[1] is SPACE
+        assert page.pieces[3] is SPACE
+        assert page.texts == ["a", "b\xa0", "c", "\xa0"]
+        assert page.block_texts()[0] == ["a", "b", "c"]
 
 
 def test_lexbor_and_lxml_agree_on_a_clean_page() -> None:
-    lexbor = flatten_html(PAGE, find_hidden=True)
-    lxml = flatten_tree(parse_html(PAGE))
-    assert (lexbor.names, lexbor.parents, lexbor.last, lexbor.events, lexbor.hidden) == (
-        lxml.names, lxml.parents, lxml.last, lxml.events, lxml.hidden)
+    for drop_hidden in (True, False):
+        lexbor = flatten_html(PAGE, drop_hidden=drop_hidden)
+        lxml = flatten_tree(parse_html(PAGE), drop_hidden=drop_hidden)
+        assert fields(lexbor) == fields(lxml)
+
+
+def test_blocks_are_cut_as_text_blocks_cuts_them(cleaneval: Path) -> None:
+    """On the same (lxml) tree, the walk's blocks are shared.html.text_blocks' blocks:
+    the same texts in the same kind of container, in order, on real pages."""
+    for html, _ in dataset_pages(cleaneval, 60, 3):
+        root = parse_html(html)
+        expected = text_blocks(root)
+        page = flatten_tree(root)
+        texts = page.block_texts()[0]
+        found = [(text, page.names[block.container])
+                 for block, text in zip(page.blocks, texts, strict=True) if text]
+        assert found == [(block.text, tag_name(block.element)) for block in expected]
 
 
 def test_paths_in_getpath_form() -> None:
@@ -92,8 +117,8 @@ def test_deep_nesting_goes_to_lxml() -> None:
     assert not _slow_for_lexbor(wide)
     assert not _slow_for_lexbor("<div>" * 900 + "</div>" * 900)
     page = flatten_html(deep)
-    assert "deep text" in texts(page)
-    assert page.events == flatten_tree(parse_html(deep)).events
+    assert "deep text" in page.texts
+    assert fields(page) == fields(flatten_tree(parse_html(deep)))
     options = "<select>" + "<option>choice" * 2500 + "</select>"
     assert _slow_for_lexbor(options)
     assert not _slow_for_lexbor("<select>" + "<option>choice" * 100 + "</select>")

@@ -16,9 +16,11 @@ word (dropping the tag raises the sum), nor inside a run of words (extending to 
 whole run raises it), so the extractor runs Kadane over runs (a text piece of k words
 gains +k, m consecutive tags gain -m) with the same optimum and the same tie-break.
 
-Tokens come from one pass over the page's events (shared.flatpage: parsed by lexbor
-and flattened in one walk, which costs about as much as lxml's bare parse of the page;
-walking lxml's own tree made BTE five to eight times that parse): every element
+Tokens come from a shared.flatpage.FlatPage (parsed by lexbor and flattened in one
+walk, which costs about as much as lxml's bare parse of the page; walking lxml's own
+tree made BTE five to eight times that parse). The tags between two texts are
+differences of running sums over the elements in document and in closing order, so
+the extractor loops over texts, not over every tag. Every element
 gives its start tag and, unless it is void (br, img, ...), its end tag; words are
 the whitespace-separated pieces of visible text, except that in scripts written
 without spaces (Chinese, Japanese kana and kanji) each character is a word, as
@@ -27,8 +29,8 @@ Text inside invisible elements (script, style, ...) is never words; whether such
 elements count as tags is the `invisible_tags` option.
 By default every tag counts, as in the paper's source-level token stream.
 
-Blocks are the page's visible text between block-level boundaries (cut as
-shared.html.text_blocks cuts them, in the same pass, so each knows its word runs).
+Blocks are the page's visible text between block-level boundaries (cut by the walk
+as shared.html.text_blocks cuts them; each knows its texts, so its word runs).
 Block paths are XPaths in the HTML5 tree lexbor builds (as a browser's), which
 has the <tbody> and <head> that libxml2 leaves out.
 A block is content when at least `min_inside` (default: half) of its words lie in
@@ -42,12 +44,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
+from itertools import accumulate
 
 from pydantic import Field
 
 from shared.contract import Algorithm, Block, Extraction, Options
-from shared.flatpage import SPACE, FlatPage, flatten_html
-from shared.html import BLOCK_LEVEL, INVISIBLE
+from shared.flatpage import FlatPage, flatten_html
+from shared.html import INVISIBLE
 
 # Elements without an end tag in HTML source: they are one tag token, not two.
 VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
@@ -110,69 +113,66 @@ def best_window(gains: Sequence[int]) -> tuple[int, int, int]:
 
 @dataclass(slots=True)
 class _Block:
-    """A text block: its container element, text pieces and word runs."""
+    """A text block with words: its container element, text and word runs."""
 
     container: int
-    parts: list[str]
+    text: str
     runs: list[tuple[int, int]]  # (index in gains, words)
 
 
-def _kind(name: str, options: BteOptions) -> tuple[int, int, bool]:
-    """Per element name: tag tokens at its start and at its end, and whether it is
-    block-level. An invisible element is one or two tags at its start (the FlatPage
-    gives it no content)."""
+def _tags(name: str, options: BteOptions) -> tuple[int, int]:
+    """Per element name: tag tokens at its start and at its end. An invisible element
+    is one or two tags at its start (the FlatPage gives it no content)."""
     if name in INVISIBLE:
-        cost = 0 if not options.invisible_tags else 1 if name in VOID or not options.end_tags \
-            else 2
-        return cost, 0, False
+        return (0 if not options.invisible_tags else 1 if name in VOID or not options.end_tags
+                else 2), 0
     counted = options.inline_tags or name not in INLINE_FORMATTING
-    return int(counted), int(counted and options.end_tags and name not in VOID), \
-        name in BLOCK_LEVEL
+    return int(counted), int(counted and options.end_tags and name not in VOID)
 
 
 def tokenize_page(page: FlatPage, options: BteOptions) -> tuple[list[int], list[_Block]]:
-    """One pass over the page's events: the run-length gains (+k for k words, -m for m
-    tags) and the page's text blocks (cut at block-level elements, as
-    shared.html.text_blocks cuts them)."""
-    gains: list[int] = [0]  # a leading 0 (no tokens) keeps the loop free of emptiness tests
-    blocks: list[_Block] = []
-    containers: list[int] = [0]
-    parts: list[str] = []
-    runs: list[tuple[int, int]] = []
-    kinds = {name: _kind(name, options) for name in set(page.names)}
+    """The run-length gains (+k for k words, -m for m tags) and the page's text blocks
+    (FlatPage.blocks) that have words. The tags before a text are the start tags of
+    the elements opened before it and the end tags closed before it (FlatPage.opened,
+    .closes): running sums of both give each stretch of tags without a walk."""
     names = page.names
-    for event in page.events:
-        if isinstance(event, str):  # a text piece
-            parts.append(event)
-            if event is SPACE:
-                continue
-            words = len(event.split()) if event.isascii() else count_words(event)
-            if words:
-                runs.append((len(gains) - 1, words))
-                gains.append(words)
-            continue
-        start = event >= 0
-        element = event if start else ~event
-        at_start, at_end, block_level = kinds[names[element]]
-        cost = at_start if start else at_end
-        if cost:
-            if gains[-1] < 0:
-                gains[-1] -= cost
-            else:
-                gains.append(-cost)
-        if block_level and element:  # not the root: a block ends here
-            if runs:
-                blocks.append(_Block(containers[-1], parts, runs))
-                parts, runs = [], []
-            elif parts:
-                parts = []
-            if start:
-                containers.append(element)
-            else:
-                containers.pop()
-    if runs:
-        blocks.append(_Block(containers[-1], parts, runs))
-    del gains[0]
+    tags = {name: _tags(name, options) for name in set(names)}
+    at_start = {name: start for name, (start, _) in tags.items()}
+    at_end = {name: end for name, (_, end) in tags.items()}
+    # Running sums over the elements in document order and in closing order (map and
+    # accumulate loop in C).
+    start_tags = list(accumulate(map(at_start.__getitem__, names), initial=0))
+    end_tags = list(accumulate(map(at_end.__getitem__, map(names.__getitem__, page.closed)),
+                               initial=0))
+    gains: list[int] = []
+    texts = page.texts
+    block_texts, block_words = page.block_texts()
+    text_words = [0] * len(texts)
+    for block, words in zip(page.blocks, block_words, strict=True):
+        if block.end - block.first == 1 and (texts[block.first].isascii()
+                                             or max(texts[block.first]) < _CJK_FIRST):
+            text_words[block.first] = words  # the block's one text: its words are counted
+        else:
+            for k in range(block.first, block.end):
+                text_words[k] = count_words(texts[k])
+    text_runs = [-1] * len(text_words)  # per text with words: its index in gains
+    before = 0  # tags before the last text with words
+    for k, words in enumerate(text_words):
+        if words:
+            tags_before = start_tags[page.opened[k]] + end_tags[page.closes[k]]
+            if tags_before > before:
+                gains.append(before - tags_before)
+                before = tags_before
+            text_runs[k] = len(gains)
+            gains.append(words)
+    if start_tags[-1] + end_tags[-1] > before:
+        gains.append(before - start_tags[-1] - end_tags[-1])
+    blocks = []
+    for block, text in zip(page.blocks, block_texts, strict=True):
+        runs = [(text_runs[k], text_words[k]) for k in range(block.first, block.end)
+                if text_words[k]]
+        if runs:
+            blocks.append(_Block(block.container, text, runs))
     return gains, blocks
 
 
@@ -183,9 +183,6 @@ def extract(html: str, options: BteOptions, url: str | None = None) -> Extractio
     path = page.path
     blocks = []
     for block in page_blocks:
-        text = " ".join("".join(block.parts).split())  # as shared.html.normalize_space
-        if not text:
-            continue
         total = inside = 0
         for run, words in block.runs:
             total += words
@@ -199,7 +196,7 @@ def extract(html: str, options: BteOptions, url: str | None = None) -> Extractio
             label = "outside"
         else:  # one of the window's two edge blocks: the only shares that need rounding
             label, share = "partial", round(share, 4)
-        blocks.append(Block(text, content, share, path(block.container), label))
+        blocks.append(Block(block.text, content, share, path(block.container), label))
     return Extraction(blocks)
 
 

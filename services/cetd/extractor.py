@@ -27,12 +27,12 @@ node whose density reaches the threshold has the largest-DensitySum node of its
 subtree marked as content and its children visited in turn; below the threshold a
 subtree is left out.
 
-How it runs: the page is parsed once into a shared.flatpage.FlatPage (lexbor), and
-one pass over its events records, per element, its own text characters, whether it is
-visible and the last element of its subtree. Elements are numbered in document order,
-so a subtree is a contiguous range i..last[i], and C, T, LC and LT of every node are
-differences of cumulative sums (numpy), as are the densities: no Python-level work
-per node beyond that one pass.
+How it runs: the page is parsed once into a shared.flatpage.FlatPage (lexbor), whose
+walk gives every element, the text pieces with the element holding each, and the text
+blocks. Elements are numbered in document order, so a subtree is a contiguous range
+i..last[i], and C, T, LC and LT of every node are differences of cumulative sums
+(numpy), as are the densities: no Python-level work per node or per tag, only the
+characters of each text piece are counted one by one.
 
 Counting: characters are the non-whitespace characters of visible text (the
 whitespace of HTML source is layout, not text); tags are visible elements (script,
@@ -48,6 +48,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
+from itertools import compress
 from typing import Literal
 
 import numpy as np
@@ -55,16 +56,9 @@ import numpy.typing as npt
 from pydantic import Field
 
 from shared.contract import Algorithm, Block, Extraction, Options
-from shared.flatpage import SPACE, FlatPage, flatten_html
-from shared.html import BLOCK_LEVEL, INVISIBLE
+from shared.flatpage import FlatPage, flatten_html
 
 LINKS = frozenset({"a", "button"})
-# What the pass needs to know of an element, as bits: left out (invisible; hidden is
-# added per page), a link, block-level.
-_LEFT_OUT, _LINK, _BLOCK = 1, 2, 4
-_CODES = {name: (_LEFT_OUT if name in INVISIBLE else 0) | (_LINK if name in LINKS else 0)
-          | (_BLOCK if name in BLOCK_LEVEL else 0)
-          for name in INVISIBLE | LINKS | BLOCK_LEVEL}
 _ARGMAX_QUERIES = 32
 # What str.split() takes for whitespace among ASCII characters: deleted in C by
 # bytes.translate, which counts characters without building the words.
@@ -113,27 +107,10 @@ def composite_text_densities(chars: Ints, tags: Ints, link_chars: Ints, link_tag
     return np.where(chars == 0, 0.0, densities)
 
 
-@dataclass(slots=True)
-class TextBlock:
-    """Visible text between block-level boundaries (cut as shared.html.text_blocks cuts
-    it). Its text pieces with characters are the page's pieces first..end-1, whose
-    holders (PageMeasures.holders) decide, piece by piece, how much of it is content."""
-
-    container: int
-    parts: list[str]
-    first: int
-    end: int
-
-    @property
-    def text(self) -> str:
-        return " ".join("".join(self.parts).split())
-
-
 @dataclass
 class PageMeasures:
     """CETD's figures per element of a FlatPage (arrays indexed by element; elements
-    that are invisible, hidden or inside such ones have `visible` False and count for
-    nothing), and the page's text blocks."""
+    that are invisible or hidden have `visible` False and count for nothing)."""
 
     page: FlatPage
     visible: npt.NDArray[np.bool_]
@@ -143,8 +120,7 @@ class PageMeasures:
     link_tags: Ints
     density: Floats
     density_sum: Floats
-    blocks: list[TextBlock]
-    holders: Ints  # per text piece (with characters), in document order: its element
+    holders: Ints  # per text of the page (FlatPage.texts): its element
     piece_chars: Ints  # and its characters
     _ranked: Floats = field(init=False, repr=False)
     _queries: int = field(default=0, init=False, repr=False)
@@ -202,81 +178,6 @@ class PageMeasures:
         return _body_of(self.page.names, self.visible, self.page.last)
 
 
-def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
-    """One pass over the page's events, then numpy: C, T, LC, LT, densities and
-    DensitySums of every visible element, and the page's text blocks.
-
-    The pass keeps only what needs the walk: the holder and characters of each text
-    piece, the links, the left-out elements (invisible or hidden: their whole range
-    counts for nothing) and the blocks."""
-    codes = [_CODES.get(name, 0) for name in page.names]  # one lookup per element
-    if options.drop_hidden:
-        for element in page.hidden:
-            codes[element] |= _LEFT_OUT
-    holders: list[int] = []
-    piece_chars: list[int] = []
-    links: list[int] = []
-    left_out: list[int] = []
-    blocks: list[TextBlock] = []
-    open_elements = [0]
-    containers = [0]
-    parts: list[str] = []
-    first = 0  # the first text piece of the block being collected
-    skipping = -1  # a left-out element whose subtree is being passed over
-    events = iter(page.events)
-    next(events)  # the root opens; its end is handled below
-    for event in events:
-        if isinstance(event, str):
-            if skipping < 0:
-                parts.append(event)
-                if event is SPACE:
-                    continue
-                chars = (len(event.encode().translate(None, _ASCII_WHITESPACE))
-                         if event.isascii() else len("".join(event.split())))
-                if chars:
-                    holders.append(open_elements[-1])
-                    piece_chars.append(chars)
-            continue
-        if event >= 0:
-            if skipping >= 0:
-                continue
-            code = codes[event]
-            if not code:  # most elements: neither left out, a link nor block-level
-                open_elements.append(event)
-                continue
-            if code & _LEFT_OUT:
-                skipping = event
-                left_out.append(event)
-                continue
-            if code & _LINK:
-                links.append(event)
-            open_elements.append(event)
-            if code & _BLOCK:
-                if len(holders) > first:
-                    blocks.append(TextBlock(containers[-1], parts, first, len(holders)))
-                    parts, first = [], len(holders)
-                elif parts:
-                    parts = []
-                containers.append(event)
-            continue
-        element = ~event
-        if skipping >= 0:
-            if element == skipping:
-                skipping = -1
-            continue
-        open_elements.pop()
-        if codes[element] & _BLOCK or element == 0:
-            if len(holders) > first:
-                blocks.append(TextBlock(containers[-1], parts, first, len(holders)))
-                parts, first = [], len(holders)
-            elif parts:
-                parts = []
-            if element:
-                containers.pop()
-    return _measure(page, options, blocks, np.array(page.last), links, left_out,
-                    np.array(holders, dtype=np.int64), np.array(piece_chars, dtype=np.int64))
-
-
 def _in_ranges(starts: list[int], last: Ints, count: int) -> npt.NDArray[np.bool_]:
     """Which elements lie in the subtree of any of `starts` (ranges start..last[start]):
     +1 where a range opens, -1 after it closes, summed up."""
@@ -287,14 +188,36 @@ def _in_ranges(starts: list[int], last: Ints, count: int) -> npt.NDArray[np.bool
     return inside
 
 
-def _measure(page: FlatPage, options: CetdOptions, blocks: list[TextBlock], last: Ints,
-             links: list[int], left_out: list[int], holders: Ints,
-             piece_chars: Ints) -> PageMeasures:
-    """The per-node figures from the pass's lists: sums over subtrees are differences
-    of cumulative sums over the document-order element ranges i..last[i] (C and LC
-    count the element's own text, T and LT only what is below it)."""
+def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
+    """C, T, LC, LT, densities and DensitySums of every visible element of a page
+    flattened with `drop_hidden` as in the options.
+
+    The walk (shared.flatpage) left invisible and dropped hidden elements empty and
+    gave each text piece with its holder: counting the characters of each piece is
+    the only Python loop. Sums over subtrees are differences of cumulative sums over
+    the document-order element ranges i..last[i] (C and LC count the element's own
+    text, T and LT only what is below it)."""
+    # The <a> and <button> elements not hidden, found by a loop in C (compress and map).
+    links = list(compress(range(len(page.names)), map(LINKS.__contains__, page.names)))
+    if page.emptied:
+        emptied = set(page.emptied)
+        links = [link for link in links if link not in emptied]
+    holders = np.array(page.holders, dtype=np.int64)
+    texts = page.texts
+    block_texts, block_words = page.block_texts()
+    chars = [0] * len(texts)
+    for block, text, words in zip(page.blocks, block_texts, block_words, strict=True):
+        if block.end - block.first == 1:  # the block's one text: its words are joined by one space
+            chars[block.first] = len(text) - words + 1 if words else 0
+        else:
+            for k in range(block.first, block.end):
+                chars[k] = (len(texts[k].encode().translate(None, _ASCII_WHITESPACE))
+                            if texts[k].isascii() else len("".join(texts[k].split())))
+    piece_chars = np.array(chars, dtype=np.int64)
+    last = np.array(page.last)
     count = len(page.names)
-    visible = ~_in_ranges(left_out, last, count)
+    visible = np.ones(count, dtype=np.bool_)
+    visible[page.emptied] = False  # nothing below them
     in_link = _in_ranges(links, last, count) & visible
     own_chars = np.bincount(holders, weights=piece_chars, minlength=count).astype(np.int64)
     is_link = np.zeros(count, dtype=np.int64)
@@ -305,7 +228,7 @@ def _measure(page: FlatPage, options: CetdOptions, blocks: list[TextBlock], last
     sums = running[:, last + 1] - running[:, :-1]  # over i..last[i]
     sums[1::2] -= values[1::2]  # T and LT count only what is below the node
     chars, tags, link_chars, link_tags = sums
-    root_or_body = _body_of(page.names, visible, last)
+    root_or_body = _body_of(page.names, visible, page.last)
     ratio = float(link_chars[root_or_body] / chars[root_or_body]) if chars[root_or_body] else 0.0
     if options.measure == "ctd":  # the nodes and, as leaves, the text pieces in one go
         zeros = np.zeros_like(piece_chars)
@@ -326,7 +249,7 @@ def _measure(page: FlatPage, options: CetdOptions, blocks: list[TextBlock], last
         np.bincount(parents, weights=child_density, minlength=count)
         + np.bincount(holders, weights=piece_density, minlength=count)).astype(np.float64)
     return PageMeasures(page, visible, chars, tags, link_chars, link_tags, density,
-                        density_sum, blocks, holders, piece_chars)
+                        density_sum, holders, piece_chars)
 
 
 def _body_of(names: list[str], visible: npt.NDArray[np.bool_], last: Sequence[int] | Ints) -> int:
@@ -370,21 +293,22 @@ def mark_content(measures: PageMeasures, options: CetdOptions) -> tuple[npt.NDAr
 
 
 def extract(html: str, options: CetdOptions, url: str | None = None) -> Extraction:
-    page = flatten_html(html, find_hidden=options.drop_hidden)
+    page = flatten_html(html, drop_hidden=options.drop_hidden)
     measures = measure_page(page, options)
     content = mark_content(measures, options)[0]
     # Content when most of its characters sit in content nodes (the marked node can be
     # an inline element inside a paragraph as well as the paragraph's ancestor).
-    starts = [block.first for block in measures.blocks]
+    starts = [block.first for block in page.blocks]
     chars = measures.piece_chars
     totals = np.add.reduceat(chars, starts).tolist() if starts else []
     inside = np.add.reduceat(chars * content[measures.holders], starts).tolist() if starts else []
     density = measures.density.tolist()
+    texts = page.block_texts()[0]
     path = page.path
-    blocks = [Block(block.text, inside[n] * 2 > totals[n], round(density[block.container], 4),
-                    path(block.container))
-              for n, block in enumerate(measures.blocks)]
-    return Extraction(blocks)
+    return Extraction([
+        Block(texts[n], inside[n] * 2 > totals[n], round(density[block.container], 4),
+              path(block.container))
+        for n, block in enumerate(page.blocks) if totals[n]])
 
 
 ALGORITHM = Algorithm(

@@ -160,9 +160,7 @@ def _bte_shares(root: etree._Element, blocks: Sequence[TextBlock]) -> list[float
     shares = [0.0] * len(blocks)
     j = 0
     for block in bte_blocks:
-        text = " ".join("".join(block.parts).split())
-        if not text:
-            continue
+        text = block.text
         k = j  # the next block, or one a few further on: never a scan of the whole page
         while k < min(j + _BTE_LOOKAHEAD, len(blocks)) and blocks[k].text != text:
             k += 1
