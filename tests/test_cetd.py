@@ -14,6 +14,7 @@ from services.cetd.extractor import (
     composite_text_density,
     mark_content,
     measure_page,
+    text_characters,
     text_density,
 )
 from shared.flatpage import flatten_html
@@ -152,6 +153,17 @@ def test_extract_content_visits_children_over_the_threshold() -> None:
         texts = [(b.text, b.is_content) for b in ALGORITHM.run(page, {"measure": kind}).blocks]
         assert texts == [*[(LONG, True)] * 3, *[(f"Menu {n}", False) for n in range(6)],
                          ("A short aside note kept.", True)]
+
+
+def test_text_characters_are_what_split_keeps() -> None:
+    """Characters are counted for all ASCII texts at once; the others, a text holding a
+    NUL and lone surrogates still count as str.split() would have them."""
+    texts = ["two words", " \xa0no-break\u2003em space ", "日本 語", "", "\x1c\x1f z\x0b",
+             "café\n", "\ud800x"]
+    assert text_characters(texts) == [8, 15, 3, 0, 1, 4, 2]
+    assert text_characters(texts) == [len("".join(text.split())) for text in texts]
+    assert text_characters(["a\0b", "c"]) == [3, 1]
+    assert text_characters([]) == []
 
 
 def test_hidden_elements_are_left_out() -> None:

@@ -178,6 +178,25 @@ class PageMeasures:
         return _body_of(self.page.names, self.visible, self.page.last)
 
 
+def text_characters(texts: list[str]) -> list[int]:
+    """The non-whitespace characters of each text (what str.split() keeps).
+
+    The ASCII texts all at once in C: joined by NULs, encoded, their whitespace
+    deleted, split again. Texts with other characters are counted one by one (their
+    UTF-8 bytes are not their characters, and no-break spaces and the like are
+    whitespace too)."""
+    joined = "\0".join(texts)
+    if joined.count("\0") != len(texts) - 1:  # a text holds a NUL itself
+        return [len("".join(text.split())) for text in texts]
+    data = joined.encode("utf-8", "surrogatepass").translate(None, _ASCII_WHITESPACE)
+    counts = list(map(len, data.split(b"\0")))
+    if not joined.isascii():
+        for k, text in enumerate(texts):
+            if not text.isascii():
+                counts[k] = len("".join(text.split()))
+    return counts
+
+
 def _in_ranges(starts: list[int], last: Ints, count: int) -> npt.NDArray[np.bool_]:
     """Which elements lie in the subtree of any of `starts` (ranges start..last[start]):
     +1 where a range opens, -1 after it closes, summed up."""
@@ -193,8 +212,7 @@ def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
     flattened with `drop_hidden` as in the options.
 
     The walk (shared.flatpage) left invisible and dropped hidden elements empty and
-    gave each text piece with its holder: counting the characters of each piece is
-    the only Python loop. Sums over subtrees are differences of cumulative sums over
+    gave each text piece with its holder. Sums over subtrees are differences of cumulative sums over
     the document-order element ranges i..last[i] (C and LC count the element's own
     text, T and LT only what is below it)."""
     # The <a> and <button> elements not hidden, found by a loop in C (compress and map).
@@ -203,17 +221,7 @@ def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
         emptied = set(page.emptied)
         links = [link for link in links if link not in emptied]
     holders = np.array(page.holders, dtype=np.int64)
-    texts = page.texts
-    block_texts, block_words = page.block_texts()
-    chars = [0] * len(texts)
-    for block, text, words in zip(page.blocks, block_texts, block_words, strict=True):
-        if block.end - block.first == 1:  # the block's one text: its words are joined by one space
-            chars[block.first] = len(text) - words + 1 if words else 0
-        else:
-            for k in range(block.first, block.end):
-                chars[k] = (len(texts[k].encode().translate(None, _ASCII_WHITESPACE))
-                            if texts[k].isascii() else len("".join(texts[k].split())))
-    piece_chars = np.array(chars, dtype=np.int64)
+    piece_chars = np.array(text_characters(page.texts), dtype=np.int64)
     last = np.array(page.last)
     count = len(page.names)
     visible = np.ones(count, dtype=np.bool_)
