@@ -136,9 +136,10 @@ def tokenize_page(page: FlatPage, options: BteOptions) -> tuple[list[int], list[
     the elements opened before it and the end tags closed before it (FlatPage.opened,
     .closes): running sums of both give each stretch of tags without a walk."""
     names = page.names
-    tags = {name: _tags(name, options) for name in set(names)}
-    at_start = {name: start for name, (start, _) in tags.items()}
-    at_end = {name: end for name, (_, end) in tags.items()}
+    at_start: dict[str, int] = {}
+    at_end: dict[str, int] = {}
+    for name in set(names):
+        at_start[name], at_end[name] = _tags(name, options)
     # Running sums over the elements in document order and in closing order (map and
     # accumulate loop in C).
     start_tags = list(accumulate(map(at_start.__getitem__, names), initial=0))

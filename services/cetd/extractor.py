@@ -31,8 +31,8 @@ How it runs: the page is parsed once into a shared.flatpage.FlatPage (lexbor), w
 walk gives every element, the text pieces with the element holding each, and the text
 blocks. Elements are numbered in document order, so a subtree is a contiguous range
 i..last[i], and C, T, LC and LT of every node are differences of cumulative sums
-(numpy), as are the densities: no Python-level work per node or per tag, only the
-characters of each text piece are counted one by one.
+(numpy), as are the densities: no Python-level work per node or per tag. Characters
+are counted for all ASCII texts at once (text_characters), other texts one by one.
 
 Counting: characters are the non-whitespace characters of visible text (the
 whitespace of HTML source is layout, not text); tags are visible elements (script,
