@@ -2,9 +2,19 @@
 
 Order: a byte-order mark wins; then strict UTF-8; then a charset the page declares
 (<meta charset>, HTTP-equiv meta, or an XML declaration), kept only if the bytes
-decode under it without errors; then charset-normalizer's best guess. Strict
-UTF-8 goes before the declaration because real pages often declare Latin-1 over
-UTF-8 bytes, while text in a legacy charset almost never passes as valid UTF-8.
+decode under it without errors; then, for text in a Latin script (its non-ASCII
+bytes mostly stand alone, between ASCII letters), windows-1252, the default of
+browsers; else charset-normalizer's best guess. Strict UTF-8 goes before the
+declaration because real pages often declare Latin-1 over UTF-8 bytes, while text in
+a legacy charset almost never passes as valid UTF-8.
+
+Why windows-1252 before the detector: on the 131 cleaneval pages that are neither
+UTF-8 nor declared (English text with a few accents and curly quotes),
+charset-normalizer took 7.6 ms per page at the median (an lxml parse takes under 1)
+and guessed cp1250, latin-1 or cp775 as often as windows-1252, where the gold text
+reads as windows-1252. A few isolated bytes cannot tell the Latin charsets apart; text
+in Cyrillic, Greek or CJK charsets comes in runs of non-ASCII bytes, where the
+detector has evidence, and gets it.
 """
 
 from __future__ import annotations
@@ -37,6 +47,11 @@ _TAG = re.compile(r"<\s*[A-Za-z!?/]")
 _MAX_CONTROL_SHARE = 0.05
 
 
+# Every ASCII byte as "a", every other byte as 0x80: runs of non-ASCII bytes are then
+# counted in C.
+_MARK_NON_ASCII = bytes.maketrans(bytes(range(256)), b"a" * 128 + b"\x80" * 128)
+
+
 class NotHTMLError(ValueError):
     """The input is empty, binary or has no markup at all (reported as 400)."""
 
@@ -61,6 +76,14 @@ def _utf16_without_bom(data: bytes) -> str | None:
     return None
 
 
+def _latin_script(data: bytes) -> bool:
+    """Whether most non-ASCII bytes stand alone (accents and quotes in Latin-script text,
+    in a single-byte charset) rather than in runs (words of a non-Latin script, or
+    multi-byte characters). Pairs of neighbours are counted, not overlapping."""
+    marked = data.translate(_MARK_NON_ASCII)
+    return 4 * marked.count(b"\x80\x80") < marked.count(b"\x80")
+
+
 def decode_html(data: bytes) -> str:
     """Decode page bytes to text; raise NotHTMLError for empty or binary input."""
     if not data or data.isspace():
@@ -79,6 +102,8 @@ def decode_html(data: bytes) -> str:
                 break
             except (UnicodeDecodeError, LookupError):
                 continue
+    if text is None and _latin_script(data):
+        text = data.decode("cp1252", errors="replace")  # 5 bytes it leaves undefined
     if text is None:
         best = from_bytes(data).best()
         if best is None:

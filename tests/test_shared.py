@@ -42,6 +42,25 @@ class TestDecoding:
                 "<body><p>日本語のテキストです</p></body></html>")
         assert "日本語" in decode_html(page.encode("shift_jis"))
 
+    def test_undeclared_latin_text_reads_as_windows_1252(self) -> None:
+        # Neither UTF-8 nor declared: a few accents and quotes, alone between ASCII
+        # letters, read as browsers read them (charset-normalizer guessed cp1250 or
+        # latin-1 for such pages).
+        data = PAGE.encode("cp1252")
+        assert "Grüße aus Zürich – “quoted” café" in decode_html(data)
+        assert "\ufffd" in decode_html(data.replace(b"caf\xe9", b"caf\x81"))  # undefined byte
+
+    @pytest.mark.parametrize(("text", "encoding"), [
+        ("Правительство объявило о новых мерах поддержки малого бизнеса. ", "cp1251"),
+        ("Правительство объявило о новых мерах поддержки малого бизнеса. ", "koi8_r"),
+        ("東京の桜が満開になりました。今日は良い天気ですね。", "shift_jis"),
+        ("中华人民共和国国务院今天发布了新的经济政策。", "gb18030"),
+    ])
+    def test_undeclared_non_latin_text_is_detected(self, text: str, encoding: str) -> None:
+        # Runs of non-ASCII bytes: the detector has evidence and decides.
+        page = f"<html><head></head><body><p>{text * 3}</p></body></html>"
+        assert text.strip() in decode_html(page.encode(encoding))
+
     def test_bogus_xml_declaration(self) -> None:
         data = (b'<?xml version="1.0" encoding="no-such-charset"?>'
                 b"<html><body><p>ok text</p></body></html>")
