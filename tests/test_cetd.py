@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from services.cetd.extractor import (
@@ -12,8 +13,10 @@ from services.cetd.extractor import (
     CetdOptions,
     PageMeasures,
     composite_text_density,
+    int_array,
     mark_content,
     measure_page,
+    piece_characters,
     text_characters,
     text_density,
 )
@@ -164,6 +167,25 @@ def test_text_characters_are_what_split_keeps() -> None:
     assert text_characters(texts) == [len("".join(text.split())) for text in texts]
     assert text_characters(["a\0b", "c"]) == [3, 1]
     assert text_characters([]) == []
+
+
+def test_piece_characters_match_counting_each_text() -> None:
+    """Single-text blocks take theirs from the block text, the rest are counted."""
+    page = flatten_html("<html><body><p> one\xa0 two </p><div>a <b>bb</b>\n<i> c</i></div>"
+                        "<p>\u3000</p><p>日本 語</p></body></html>")
+    assert [b.end - b.first for b in page.blocks] == [1, 3, 1, 1]
+    assert piece_characters(page) == [len("".join(t.split())) for t in page.texts]
+    assert piece_characters(page) == [6, 1, 2, 1, 0, 3]
+
+
+def test_int_array_is_a_writable_int64_copy() -> None:
+    values = [-1, 0, 2**40]
+    array = int_array(values)
+    assert array.dtype == np.int64
+    assert array.tolist() == values
+    array[0] = 7
+    assert values[0] == -1
+    assert int_array([]).tolist() == []
 
 
 def test_hidden_elements_are_left_out() -> None:
