@@ -44,11 +44,11 @@ _CONTROL_CODES = frozenset([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F])
 _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL_CODES)
 _TAG = re.compile(r"<\s*[A-Za-z!?/]")
 # A page whose text is more than this share control characters is binary, not HTML.
-# Counted on the first _SAMPLE characters: binary data shows its control bytes from the
-# start, and counting costs per character (over whole pages, the dearest step of
-# decoding a UTF-8 page: more than the decode itself).
-_SAMPLE = 8192
 _MAX_CONTROL_SHARE = 0.05
+# Controls are counted on the first _SAMPLE characters: binary data shows its control
+# bytes from the start, and counting costs per character (over whole pages, the dearest
+# step of decoding a UTF-8 page: more than the decode itself).
+_SAMPLE = 8192
 
 
 # Every ASCII byte as "a", every other byte as 0x80: runs of non-ASCII bytes are then

@@ -66,10 +66,15 @@ _WORD = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
 _CJK_FIRST = "\u3040"
 
 
+def _below_cjk(text: str) -> bool:
+    """Whether all of a text lies below the first CJK block (max() in C): its words are
+    then its whitespace-separated pieces, no regex needed."""
+    return text.isascii() or max(text) < _CJK_FIRST
+
+
 def count_words(text: str) -> int:
-    """BTE's words in a text piece (whitespace-separated; CJK characters one by one).
-    Text below the first CJK block (max() in C) needs no regex."""
-    if text.isascii() or max(text) < _CJK_FIRST:
+    """BTE's words in a text piece (whitespace-separated; CJK characters one by one)."""
+    if _below_cjk(text):
         return len(text.split())
     return len(_WORD.findall(text))
 
@@ -150,8 +155,7 @@ def tokenize_page(page: FlatPage, options: BteOptions) -> tuple[list[int], list[
     block_texts, block_words = page.block_texts()
     text_words = [0] * len(texts)
     for block, words in zip(page.blocks, block_words, strict=True):
-        if block.end - block.first == 1 and (texts[block.first].isascii()
-                                             or max(texts[block.first]) < _CJK_FIRST):
+        if block.end - block.first == 1 and _below_cjk(texts[block.first]):
             text_words[block.first] = words  # the block's one text: its words are counted
         else:
             for k in range(block.first, block.end):

@@ -31,8 +31,10 @@ How it runs: the page is parsed once into a shared.flatpage.FlatPage (lexbor), w
 walk gives every element, the text pieces with the element holding each, and the text
 blocks. Elements are numbered in document order, so a subtree is a contiguous range
 i..last[i], and C, T, LC and LT of every node are differences of cumulative sums
-(numpy), as are the densities: no Python-level work per node or per tag. Characters
-are counted for all ASCII texts at once (text_characters), other texts one by one.
+(numpy), as are the densities: no Python-level work per node or per tag. A text's
+characters come from its block's normalised text when it is the block's only text
+(piece_characters), else from text_characters (all ASCII texts at once, others one by
+one).
 
 Counting: characters are the non-whitespace characters of visible text (the
 whitespace of HTML source is layout, not text); tags are visible elements (script,
@@ -239,9 +241,9 @@ def measure_page(page: FlatPage, options: CetdOptions) -> PageMeasures:
     flattened with `drop_hidden` as in the options.
 
     The walk (shared.flatpage) left invisible and dropped hidden elements empty and
-    gave each text piece with its holder. Sums over subtrees are differences of cumulative sums over
-    the document-order element ranges i..last[i] (C and LC count the element's own
-    text, T and LT only what is below it)."""
+    gave each text piece with its holder. Sums over subtrees are differences of
+    cumulative sums over the document-order element ranges i..last[i] (C and LC count
+    the element's own text, T and LT only what is below it)."""
     # The <a> and <button> elements not hidden, found by a loop in C (compress and map).
     links = list(compress(range(len(page.names)), map(LINKS.__contains__, page.names)))
     if page.emptied:
