@@ -55,16 +55,10 @@ from orchestrator.runner import (
 )
 from orchestrator.statistics import summarize
 from orchestrator.store import Store
+from shared.answer import ServiceError, validation_message
 from shared.datasets import datasets_root
 from shared.registry import SERVICES
-from shared.service import (
-    ServiceError,
-    check_token,
-    install_error_handlers,
-    json_response,
-    read_body,
-    validation_message,
-)
+from shared.service import check_token, install_error_handlers, json_response, read_body
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 log = logging.getLogger("boilerbench.orchestrator")

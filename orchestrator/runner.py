@@ -51,13 +51,14 @@ from typing import Any, Literal, Protocol
 
 import httpx
 import orjson
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from orchestrator.datasets import Dataset, Page, in_memory, open_folder
 from orchestrator.models import PageResult, PageScores, RunInfo
 from orchestrator.scoring import PageReference, prepare_page, score_empty, score_extraction
 from orchestrator.store import Store
-from shared.contract import Block, ExtractReply, PageError
+from shared.answer import ServiceError, finish_reply
+from shared.contract import Block, ExtractReply
 from shared.decoding import NotHTMLError
 from shared.registry import SERVICES, get_service
 from shared.workers import ExtractionFailedError, ExtractionTimeoutError, PoolBusyError, WorkerPool
@@ -219,13 +220,7 @@ class HttpExtractor:
             self.down[service] = False
             if reply.status_code != 200:
                 return Outcome(error=f"HTTP {reply.status_code}: {_error_text(reply)}")
-            parse_started = time.perf_counter()
-            try:
-                body = ExtractReply.model_validate_json(reply.content)
-            except ValidationError as exc:
-                return Outcome(error=f"invalid reply from {service}: {exc.errors()[0]['msg']}")
-            return Outcome(body.text, body.blocks, round(elapsed, 3), extract_ms=body.elapsed_ms,
-                           parse_ms=(time.perf_counter() - parse_started) * 1000)
+            return _parse_reply(service, reply.content, elapsed)
         if connection_failed:
             self.down[service] = True
         suffix = f" (after {attempts} attempts)" if attempts > 1 else ""
@@ -234,6 +229,20 @@ class HttpExtractor:
     async def aclose(self) -> None:
         self.page_json.cache_clear()
         await asyncio.gather(*(client.aclose() for client in self.clients.values()))
+
+
+def _parse_reply(service: str, content: bytes, elapsed_ms: float,
+                 extract_ms: float | None = None) -> Outcome:
+    """A 200 reply of /extract as an Outcome. `extract_ms`: the worker's own time, for
+    a reply that did not cross HTTP (else the service's `elapsed_ms`)."""
+    parse_started = time.perf_counter()
+    try:
+        body = ExtractReply.model_validate_json(content)
+    except ValidationError as exc:
+        return Outcome(error=f"invalid reply from {service}: {exc.errors()[0]['msg']}")
+    return Outcome(body.text, body.blocks, round(elapsed_ms, 3),
+                   extract_ms=body.elapsed_ms if extract_ms is None else extract_ms,
+                   parse_ms=(time.perf_counter() - parse_started) * 1000)
 
 
 def _request_body(page_json: bytes, options: dict[str, Any]) -> bytes:
@@ -261,9 +270,6 @@ def _error_text(reply: httpx.Response) -> str:
     return reply.text[:200]
 
 
-_BLOCKS = TypeAdapter(list[Block])
-
-
 class EmbeddedExtractor:
     """Extractors in worker processes, no HTTP (see the module docstring)."""
 
@@ -276,6 +282,9 @@ class EmbeddedExtractor:
         self.free = {name: asyncio.Semaphore(size) for name in spec.services}
         self.slots = asyncio.Semaphore(spec.workers)
         self.broken: dict[str, str] = {}
+        # The workers answer /extract requests as the services do: each page's JSON
+        # is encoded once for all its services (see HttpExtractor).
+        self.page_json = functools.lru_cache(maxsize=len(spec.services) * 2)(_encode_json)
 
     async def start(self) -> None:
         async def start_one(name: str, pool: WorkerPool) -> None:
@@ -289,21 +298,24 @@ class EmbeddedExtractor:
     async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome:
         if service in self.broken:
             return Outcome(error=self.broken[service])
+        body = _request_body(self.page_json(html), options)
         # A free worker of this service first, then a slot: a slot is never held
         # while waiting for a busy service.
         async with self.free[service], self.slots:
             started = time.perf_counter()
             try:
-                result = await self.pools[service].run(html, options, None, self.spec.timeout_s)
-            except (ExtractionTimeoutError, ExtractionFailedError, PoolBusyError, PageError) as exc:
-                return Outcome(error=f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+                result = await self.pools[service].run(body, "application/json", {},
+                                                       self.spec.timeout_s)
+            except ServiceError as exc:
+                return Outcome(error=f"{exc.error}: {exc.detail}"[:500])
+            except (ExtractionTimeoutError, ExtractionFailedError, PoolBusyError) as exc:
+                return Outcome(error=f"{type(exc).__name__}: {exc}")
         elapsed = (time.perf_counter() - started) * 1000
-        parse_started = time.perf_counter()
-        blocks = _BLOCKS.validate_json(result.blocks_json)
-        return Outcome(result.text, blocks, round(elapsed, 3), extract_ms=result.extract_ms,
-                       parse_ms=(time.perf_counter() - parse_started) * 1000)
+        return _parse_reply(service, finish_reply(result.partial_reply, elapsed), elapsed,
+                            result.extract_ms)
 
     async def aclose(self) -> None:
+        self.page_json.cache_clear()
         await asyncio.gather(*(pool.close() for pool in self.pools.values()))
 
 

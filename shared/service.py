@@ -28,15 +28,13 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shared.contract import Algorithm, ExtractRequest, PageError
-from shared.decoding import NotHTMLError, check_html, decode_html
+from shared.answer import ServiceError, finish_reply
+from shared.contract import Algorithm
 from shared.settings import ServiceSettings
 from shared.workers import ExtractionFailedError, ExtractionTimeoutError, PoolBusyError, WorkerPool
 
-HTML_TYPES = ("text/html", "application/xhtml+xml")
 log = logging.getLogger("boilerbench.service")
 
 Scope = MutableMapping[str, Any]
@@ -45,27 +43,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
-class ServiceError(Exception):
-    """An error reply: HTTP status, short code, human-readable detail."""
-
-    def __init__(self, status: int, error: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.error, self.detail = status, error, detail
-
-
 def json_response(content: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(content), status_code=status, media_type="application/json")
 
 
 def error_response(status: int, error: str, detail: str) -> Response:
     return json_response({"error": error, "detail": detail}, status)
-
-
-def validation_message(exc: ValidationError) -> str:
-    """pydantic errors as one line: `field: message; ...`."""
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}" for err in exc.errors()
-    )
 
 
 async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
@@ -130,42 +113,6 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(422, "invalid_request", str(exc.errors()))
 
 
-def parse_extract_request(body: bytes, content_type: str, query: dict[str, str]) -> ExtractRequest:
-    """Turn either body form into an ExtractRequest, or raise the matching ServiceError."""
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    if media_type == "application/json":
-        if not body.strip():
-            raise ServiceError(400, "empty_body", "the body is empty")
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            detail = f"the body is not valid JSON: {exc}"
-            raise ServiceError(400, "malformed_json", detail) from None
-        if not isinstance(payload, dict):
-            raise ServiceError(422, "invalid_request", "the JSON body must be an object")
-        try:
-            request = ExtractRequest.model_validate(payload)
-        except ValidationError as exc:
-            raise ServiceError(422, "invalid_request", validation_message(exc)) from None
-        try:
-            check_html(request.html)
-        except NotHTMLError as exc:
-            raise ServiceError(400, "not_html", str(exc)) from None
-        return request
-    if media_type in HTML_TYPES:
-        try:
-            html = decode_html(body)
-        except NotHTMLError as exc:
-            raise ServiceError(400, "not_html", str(exc)) from None
-        options: dict[str, Any] = {k: v for k, v in query.items() if k != "url"}
-        return ExtractRequest(html=html, url=query.get("url"), options=options)
-    raise ServiceError(
-        415, "unsupported_media_type",
-        f"Content-Type {media_type or '(none)'} is not accepted; send application/json "
-        "or text/html",
-    )
-
-
 class ServiceApp(FastAPI):
     """FastAPI, with POST /extract answered on the raw ASGI interface (module docstring)."""
 
@@ -185,7 +132,6 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
     module = algorithm.extract.__module__
     pool = WorkerPool(module, settings.workers)
     info = algorithm.info().model_dump()
-    head = orjson.dumps({"algorithm": algorithm.name, "version": algorithm.version})[:-1]
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -222,33 +168,23 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
 
     async def answer_extract(body: bytes, content_type: str, query: dict[str, str],
                              started: float) -> bytes:
-        """The 200 reply's body for one /extract request, or a ServiceError."""
-        parsed = parse_extract_request(body, content_type, query)
-        try:
-            options = algorithm.options_model.model_validate(parsed.options)
-        except ValidationError as exc:
-            raise ServiceError(422, "invalid_options", validation_message(exc)) from None
+        """The 200 reply's body for one /extract request, or a ServiceError. The worker
+        parses, decodes and answers the request (shared/answer.py); this process only
+        passes bytes on."""
         if not pool.ready:
             raise ServiceError(503, "not_ready", "the extraction workers are starting")
         try:
-            result = await pool.run(
-                parsed.html, options.model_dump(mode="json"), parsed.url, settings.time_limit_s
-            )
+            result = await pool.run(body, content_type, query, settings.time_limit_s)
         except ExtractionTimeoutError as exc:
             raise ServiceError(504, "timeout", str(exc)) from None
         except PoolBusyError as exc:
             raise ServiceError(503, "busy", str(exc)) from None
-        except PageError as exc:
-            raise ServiceError(422, "unprocessable_page", str(exc)) from None
         except ExtractionFailedError as exc:
             raise ServiceError(422, "extraction_failed", str(exc)) from None
-        # The worker sent the blocks as JSON already: splice them in, no decode/encode.
         # The time this request took the service, less any wait for a free worker, so
         # the figure describes the algorithm and not how busy the service was.
         spent_ms = (time.perf_counter() - started) * 1000 - result.wait_ms
-        elapsed = orjson.dumps(round(max(spent_ms, 0.0), 3))
-        return b"".join((head, b',"text":', orjson.dumps(result.text), b',"blocks":',
-                         result.blocks_json, b',"elapsed_ms":', elapsed, b"}"))
+        return finish_reply(result.partial_reply, spent_ms)
 
     @app.post("/extract")
     async def extract(request: Request) -> Response:

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from orchestrator.runner import RunSpec, RunTimings, create_run, execute_run, folder_source
 from orchestrator.store import Store
+from shared.answer import encode_blocks
 from shared.contract import Block
 from shared.decoding import NotHTMLError, check_html
 from shared.html import _utf8_for_libxml2, clean_text, parse_html, visible_text
-from shared.workers import encode_blocks
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -1,0 +1,113 @@
+"""One /extract request answered: from the body's bytes to the reply's bytes.
+
+This runs in the extraction worker process (shared/workers.py), not in the service's
+event loop. Everything a page's size makes slow happens here: decoding (charset
+detection can take tens of milliseconds), parsing and validating a JSON body of
+megabytes, extracting and encoding the reply. So all of it falls under the time
+limit, the event loop stays free for other requests and /health, and the service
+process only moves bytes: the raw body to the worker and its reply to the client,
+with no str or Block ever copied between the two processes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from shared.contract import Algorithm, Block, ExtractRequest
+from shared.decoding import NotHTMLError, check_html, decode_html
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+class ServiceError(Exception):
+    """An error reply: HTTP status, short code, human-readable detail."""
+
+    def __init__(self, status: int, error: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.error, self.detail = status, error, detail
+
+
+def validation_message(exc: ValidationError) -> str:
+    """pydantic errors as one line: `field: message; ...`."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}" for err in exc.errors()
+    )
+
+
+def parse_extract_request(body: bytes, content_type: str, query: dict[str, str]) -> ExtractRequest:
+    """Turn either body form into an ExtractRequest, or raise the matching ServiceError."""
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type == "application/json":
+        if not body.strip():
+            raise ServiceError(400, "empty_body", "the body is empty")
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            detail = f"the body is not valid JSON: {exc}"
+            raise ServiceError(400, "malformed_json", detail) from None
+        if not isinstance(payload, dict):
+            raise ServiceError(422, "invalid_request", "the JSON body must be an object")
+        try:
+            request = ExtractRequest.model_validate(payload)
+        except ValidationError as exc:
+            raise ServiceError(422, "invalid_request", validation_message(exc)) from None
+        try:
+            check_html(request.html)
+        except NotHTMLError as exc:
+            raise ServiceError(400, "not_html", str(exc)) from None
+        return request
+    if media_type in HTML_TYPES:
+        try:
+            html = decode_html(body)
+        except NotHTMLError as exc:
+            raise ServiceError(400, "not_html", str(exc)) from None
+        options: dict[str, Any] = {k: v for k, v in query.items() if k != "url"}
+        return ExtractRequest(html=html, url=query.get("url"), options=options)
+    raise ServiceError(
+        415, "unsupported_media_type",
+        f"Content-Type {media_type or '(none)'} is not accepted; send application/json "
+        "or text/html",
+    )
+
+
+def _model_fields(value: Any) -> Any:
+    """orjson's fallback for pydantic models: their fields (Blocks are dataclasses,
+    which orjson encodes natively, but an extractor may hand over models)."""
+    if isinstance(value, BaseModel):
+        return value.__dict__
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def encode_blocks(blocks: list[Block]) -> bytes:
+    """A list of Blocks as the JSON array of the contract."""
+    return orjson.dumps(blocks, default=_model_fields)
+
+
+def reply_head(algorithm: Algorithm) -> bytes:
+    """`{"algorithm":...,"version":...` : how every 200 reply of this algorithm starts."""
+    return orjson.dumps({"algorithm": algorithm.name, "version": algorithm.version})[:-1]
+
+
+def answer_extract(algorithm: Algorithm, head: bytes, body: bytes, content_type: str,
+                   query: dict[str, str]) -> bytes:
+    """The 200 reply to one /extract request up to its `blocks` (finish_reply adds the
+    elapsed time and the closing brace), or a ServiceError. An extractor's PageError
+    and other exceptions are left to the caller (the worker)."""
+    request = parse_extract_request(body, content_type, query)
+    try:
+        options = algorithm.options_model.model_validate(request.options)
+    except ValidationError as exc:
+        raise ServiceError(422, "invalid_options", validation_message(exc)) from None
+    result = algorithm.run(request.html, options, request.url)
+    return b"".join((head, b',"text":', orjson.dumps(result.text), b',"blocks":',
+                     encode_blocks(result.blocks)))
+
+
+def finish_reply(partial: bytes, elapsed_ms: float) -> bytes:
+    """answer_extract's reply with the contract's last field, `elapsed_ms`, which only
+    the service process can measure (the worker's part and the hand-over to it)."""
+    elapsed = orjson.dumps(round(max(elapsed_ms, 0.0), 3))
+    return b"".join((partial, b',"elapsed_ms":', elapsed, b"}"))

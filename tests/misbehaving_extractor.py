@@ -1,0 +1,39 @@
+"""An extractor that misbehaves on request, for the worker pool's tests (test_workers.py).
+
+The page's text says what to do: `refuse` (PageError), `raise` (a bug), `die` (the
+process ends as a crash in native code would), `hang`; any other page is returned
+as one content block.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from shared.contract import Algorithm, Block, Extraction, Options, PageError
+
+
+class MisbehavingOptions(Options):
+    label: str = "plain"
+
+
+def extract(html: str, options: MisbehavingOptions, url: str | None = None) -> Extraction:
+    if "refuse" in html:
+        raise PageError("this page is refused")
+    if "raise" in html:
+        raise RuntimeError("a bug in the extractor")
+    if "die" in html:
+        os._exit(3)
+    if "hang" in html:
+        time.sleep(60)
+    return Extraction([Block(text=html, is_content=True, label=options.label, path=url)])
+
+
+ALGORITHM = Algorithm(
+    name="misbehaving",
+    version="1",
+    description="Test double of shared.workers: misbehaves on request.",
+    reference="tests/test_workers.py",
+    options_model=MisbehavingOptions,
+    extract=extract,
+)

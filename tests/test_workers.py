@@ -1,0 +1,110 @@
+"""The worker pool (shared/workers.py) on its own: whole /extract requests answered in
+a worker process, every way an extraction can go wrong, and the frames between them."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import pytest
+
+from shared.answer import ServiceError, finish_reply
+from shared.contract import ExtractReply
+from shared.workers import (
+    SOCKET_BUFFER_BYTES,
+    ExtractionFailedError,
+    ExtractionTimeoutError,
+    WorkerPool,
+    receive_frame,
+    send_frame,
+)
+
+MODULE = "tests.misbehaving_extractor"
+
+
+def with_pool(test: Callable[[WorkerPool], Awaitable[Any]]) -> Any:
+    async def go() -> Any:
+        pool = WorkerPool(MODULE, 1)
+        await pool.start()
+        try:
+            return await test(pool)
+        finally:
+            await pool.close()
+
+    return asyncio.run(go())
+
+
+def reply_of(partial: bytes) -> ExtractReply:
+    return ExtractReply.model_validate_json(finish_reply(partial, 1.5))
+
+
+def test_a_worker_answers_both_body_forms() -> None:
+    async def test(pool: WorkerPool) -> None:
+        raw = await pool.run("<p>Grüße aus Köln</p>".encode("cp1252"), "text/html",
+                             {"label": "raw", "url": "https://x.org/a"}, 10)
+        reply = reply_of(raw.partial_reply)
+        assert reply.text == "<p>Grüße aus Köln</p>"
+        assert (reply.blocks[0].label, reply.blocks[0].path) == ("raw", "https://x.org/a")
+        assert (reply.algorithm, reply.elapsed_ms) == ("misbehaving", 1.5)
+        assert raw.extract_ms > 0
+        body = orjson.dumps({"html": "<p>json body</p>", "options": {"label": "json"}})
+        reply = reply_of((await pool.run(body, "application/json", {}, 10)).partial_reply)
+        assert (reply.text, reply.blocks[0].label) == ("<p>json body</p>", "json")
+
+    with_pool(test)
+
+
+@pytest.mark.parametrize(("body", "content_type", "status", "error"), [
+    (b"<p>refuse me</p>", "text/html", 422, "unprocessable_page"),
+    (b"<p>raise</p>", "text/html", 422, "extraction_failed"),
+    (b'{"html": "<p>x</p>", "options": {"colour": 1}}', "application/json", 422,
+     "invalid_options"),
+    (b'{"html": ', "application/json", 400, "malformed_json"),
+    (b"\x00\x01\x02" * 100, "text/html", 400, "not_html"),
+    (b"<p>x</p>", "text/plain", 415, "unsupported_media_type"),
+])
+def test_refusals_come_back_as_error_replies(body: bytes, content_type: str, status: int,
+                                             error: str) -> None:
+    async def test(pool: WorkerPool) -> None:
+        with pytest.raises(ServiceError) as refused:
+            await pool.run(body, content_type, {}, 10)
+        assert (refused.value.status, refused.value.error) == (status, error)
+        # The same worker answers the next request.
+        assert reply_of((await pool.run(b"<p>fine</p>", "text/html", {}, 10)).partial_reply)
+
+    with_pool(test)
+
+
+@pytest.mark.parametrize(("page", "failure"), [
+    (b"<p>die</p>", ExtractionFailedError), (b"<p>hang</p>", ExtractionTimeoutError)])
+def test_a_dead_or_hung_worker_is_replaced(page: bytes, failure: type[Exception]) -> None:
+    async def test(pool: WorkerPool) -> None:
+        before = {w.process.pid for w in pool._workers}
+        with pytest.raises(failure):
+            await pool.run(page, "text/html", {}, 1.0)
+        reply = await pool.run(b"<p>after</p>", "text/html", {}, 60)
+        assert reply_of(reply.partial_reply).text == "<p>after</p>"
+        assert not before & {w.process.pid for w in pool._workers}
+
+    with_pool(test)
+
+
+@pytest.mark.parametrize("size", [0, 10, 3 * SOCKET_BUFFER_BYTES])
+def test_frames_arrive_whole(size: int) -> None:
+    """A payload larger than the socket's buffer arrives whole while the sender still writes."""
+    left, right = socket.socketpair()
+    payload = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    sender = threading.Thread(target=send_frame, args=(left, ("meta", size), payload))
+    sender.start()
+    meta, received = receive_frame(right)
+    sender.join()
+    assert meta == ("meta", size)
+    assert received == payload
+    left.close()
+    with pytest.raises(EOFError):
+        receive_frame(right)
+    right.close()
