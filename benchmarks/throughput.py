@@ -25,7 +25,9 @@ minutes, which would otherwise favour whichever mode ran in a fast spell.
 
 Per mode: results, wall seconds, results per second, the ratio to `serial` and to
 `embedded-1`, the cores used (CPU seconds of the orchestrator and of every service
-and worker process, over the wall time) and the runner's RunTimings (prepare,
+and worker process, over the wall time), the machine's idle and stolen cores (a
+virtual machine's cores wait while the host runs others: steal time) and the
+runner's RunTimings (prepare,
 extraction, transport, reply parsing, scoring, storage). Service start-up is not
 timed, nor are imports (the report's statistics import scipy: that is start-up,
 paid once per process by whichever mode came first). Writes throughput.json and
@@ -91,6 +93,14 @@ def _process_cpu_s(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / CLOCK_TICKS
 
 
+def machine_times_s() -> dict[str, float]:
+    """The machine's CPU seconds since boot, summed over its cores (/proc/stat): idle
+    (with iowait) and steal, the time the hypervisor gave this VM's cores to others."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    # user nice system idle iowait irq softirq steal ...
+    return {"idle": (fields[3] + fields[4]) / CLOCK_TICKS, "steal": fields[7] / CLOCK_TICKS}
+
+
 def _descendants(pid: int) -> list[int]:
     found, stack = [], [pid]
     while stack:
@@ -116,6 +126,8 @@ class CpuMeter:
         self.seen: dict[int, tuple[float, float]] = {}  # pid -> (first, last) CPU seconds
         self.own_start = 0.0
         self.own = 0.0
+        self.machine_start: dict[str, float] = {}
+        self.machine: dict[str, float] = {}  # idle and steal seconds between start and stop
 
     def sample(self) -> None:
         for pid in _descendants(os.getpid()):
@@ -125,11 +137,14 @@ class CpuMeter:
 
     def start(self) -> None:
         self.own_start = time.process_time()
+        self.machine_start = machine_times_s()
         self.sample()
 
     def stop(self) -> None:
         self.sample()
         self.own = time.process_time() - self.own_start
+        end = machine_times_s()
+        self.machine = {k: end[k] - self.machine_start[k] for k in end}
 
     def children_s(self) -> float:
         return sum(last - first for first, last in self.seen.values())
@@ -287,6 +302,7 @@ def run_mode(mode: str, algorithms: dict[str, Algorithm], sources: list[Any],
         "wall_s": round(wall, 2), "scored_per_s": round(scored / wall, 2) if wall else None,
         "cpu_s": round(cpu, 2), "orchestrator_cpu_s": round(meter.own, 2),
         "cores_used": round(cpu / wall, 2) if wall else None,
+        "idle_s": round(meter.machine["idle"], 2), "steal_s": round(meter.machine["steal"], 2),
         "phases_s": phases, "extractions": timings.extractions,
     }
 
@@ -295,7 +311,7 @@ def merge_rounds(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One mode's figures over its rounds: counts, seconds and phases summed."""
     merged: dict[str, Any] = {"mode": rounds[0]["mode"], "rounds": len(rounds)}
     for key in ("results", "scored", "errors", "extractions", "wall_s", "cpu_s",
-                "orchestrator_cpu_s"):
+                "orchestrator_cpu_s", "idle_s", "steal_s"):
         merged[key] = round(sum(r[key] for r in rounds), 2)
     merged["phases_s"] = {key: round(sum(r["phases_s"][key] for r in rounds), 2)
                           for key in rounds[0]["phases_s"]}
@@ -308,6 +324,11 @@ def merge_rounds(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def _per_result(run: dict[str, Any], key: str) -> str:
     """Milliseconds of `key` (CPU seconds) per scored result."""
     return f"{run[key] * 1000 / run['scored']:.1f}" if run["scored"] else "-"
+
+
+def _cores(run: dict[str, Any], key: str) -> str:
+    """Seconds of `key` (machine-wide) over the wall time, as cores; `-` in old reports."""
+    return f"{run[key] / run['wall_s']:.2f}" if key in run and run["wall_s"] else "-"
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -326,12 +347,15 @@ def render_markdown(report: dict[str, Any]) -> str:
         "service reports (HTTP or worker IPC, with queueing in the service). CPU ms/result: "
         "CPU seconds of all those processes per scored result, and of the orchestrator "
         "process alone (scoring, preparing, storing, HTTP client): the cost of a result, "
-        "which other load on the machine blurs less than the wall time does.",
+        "which other load on the machine blurs less than the wall time does. Cores idle "
+        "and cores stolen: the whole machine's idle time (/proc/stat, with iowait) and "
+        "steal time (its virtual cores waiting for the host's) over the wall time.",
         "",
         "| mode | scored | errors | wall s | scored/s | x serial | x embedded-1 | cores used "
-        "| CPU ms/result | orchestrator CPU ms/result "
+        "| cores idle | cores stolen | CPU ms/result | orchestrator CPU ms/result "
         "| prepare s | extract s | transport s | parse s | score s | store s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+        "|---:|---:|",
     ]
     base = {r["mode"]: r["scored_per_s"] for r in report["runs"]}
     for r in report["runs"]:
@@ -342,7 +366,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                       if base.get("embedded-1") else "-")
         lines.append(
             f"| {r['mode']} | {r['scored']} | {r['errors']} | {r['wall_s']} | {r['scored_per_s']} "
-            f"| {x_serial} | {x_embedded} | {r['cores_used']} | {_per_result(r, 'cpu_s')} "
+            f"| {x_serial} | {x_embedded} | {r['cores_used']} | {_cores(r, 'idle_s')} "
+            f"| {_cores(r, 'steal_s')} | {_per_result(r, 'cpu_s')} "
             f"| {_per_result(r, 'orchestrator_cpu_s')} | {p['prepare_s']} "
             f"| {p['extract_s']} | {p['transport_s']} | {p['parse_s']} | {p['score_s']} "
             f"| {p['store_s']} |")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import re
 import sys
 from pathlib import Path
@@ -155,4 +156,10 @@ def test_throughput_rounds_cover_every_page_once_per_mode(scrapinghub: Path,
     (run,) = report["runs"]
     assert (run["mode"], run["rounds"], run["scored"], run["errors"]) == ("serial", 2, 10, 0)
     assert run["scored_per_s"] == round(10 / run["wall_s"], 2)
+    # The machine's idle and stolen seconds and the run's CPU seconds share its cores'
+    # time (a clock tick of slack for each reading of /proc).
+    cores = os.cpu_count() or 1
+    assert run["idle_s"] >= 0
+    assert run["steal_s"] >= 0
+    assert run["idle_s"] + run["steal_s"] + run["cpu_s"] <= cores * (run["wall_s"] + 0.05)
     assert "| serial | 10 | 0 |" in (tmp_path / "throughput.md").read_text()
