@@ -10,7 +10,7 @@ bearer token and settings from the environment (shared/settings.py).
 POST /extract is answered on the raw ASGI interface (ServiceApp.__call__): the
 framework's middleware, routing and Request objects cost ~0.25 ms a request, a
 tenth of what a fast extractor spends on a page. The FastAPI route stays for the
-OpenAPI schema and other methods (405), and runs the same `answer_extract`.
+OpenAPI schema and other methods (405), and runs the same `extract_reply`.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
         check_token(request, settings.token)
         return json_response(info)
 
-    async def answer_extract(body: bytes, content_type: str, query: dict[str, str],
+    async def extract_reply(body: bytes, content_type: str, query: dict[str, str],
                              started: float) -> bytes:
         """The 200 reply's body for one /extract request, or a ServiceError. The worker
         parses, decodes and answers the request (shared/answer.py); this process only
@@ -191,7 +191,7 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
         started = time.perf_counter()
         check_token(request, settings.token)
         body = await read_body(request, settings.max_body_bytes)
-        reply = await answer_extract(body, request.headers.get("content-type", ""),
+        reply = await extract_reply(body, request.headers.get("content-type", ""),
                                      dict(request.query_params), started)
         return Response(reply, media_type="application/json")
 
@@ -208,7 +208,7 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
                                       settings.max_body_bytes)
             query = dict(parse_qsl(scope["query_string"].decode("latin-1"),
                                    keep_blank_values=True))
-            reply = await answer_extract(
+            reply = await extract_reply(
                 body, headers.get(b"content-type", b"").decode("latin-1"), query, started)
         except ClientGoneError:
             return
