@@ -284,7 +284,8 @@ class EmbeddedExtractor:
         self.broken: dict[str, str] = {}
         # The workers answer /extract requests as the services do: each page's JSON
         # is encoded once for all its services (see HttpExtractor).
-        self.page_json = functools.lru_cache(maxsize=len(spec.services) * 2)(_encode_json)
+        self.page_json = functools.lru_cache(
+            maxsize=len(spec.services) * spec.workers)(_encode_json)
 
     async def start(self) -> None:
         async def start_one(name: str, pool: WorkerPool) -> None:

@@ -19,6 +19,8 @@ from orchestrator.models import PageResult
 from orchestrator.runner import (
     NO_FEEDS,
     NO_PAGE_FEED,
+    EmbeddedExtractor,
+    Outcome,
     RunSpec,
     _encode_json,
     _request_body,
@@ -212,3 +214,29 @@ def test_request_body_is_the_json_of_page_and_options(html: str) -> None:
     for options in ({}, {"threshold": "fixed", "min_inside": 0.25, "feed": "<rss>\"</rss>"}):
         body = json.loads(_request_body(_encode_json(html), options))
         assert body == {"html": html, "url": None, "options": options}
+
+
+def test_in_process_backend_reports_refusals_as_the_services_do() -> None:
+    """The embedded backend sends the workers the JSON body the HTTP backend sends: a
+    page comes back with text and blocks, bad options as the contract's error."""
+    spec = RunSpec(datasets=[], services=["bte"], backend="embedded", workers=1)
+
+    async def go() -> tuple[Outcome, Outcome]:
+        extractor = EmbeddedExtractor(spec)
+        await extractor.start()
+        try:
+            html = "<html><body><p>" + "Words of a paragraph. " * 40 + "</p></body></html>"
+            return (await extractor.extract("bte", html, {}),
+                    await extractor.extract("bte", html, {"no_such_option": 1}))
+        finally:
+            await extractor.aclose()
+
+    good, refused = asyncio.run(go())
+    assert good.error is None
+    assert good.text.startswith("Words of a paragraph.")
+    assert any(b.is_content for b in good.blocks)
+    assert good.extract_ms is not None
+    assert good.elapsed_ms is not None
+    assert good.extract_ms <= good.elapsed_ms
+    assert refused.error is not None
+    assert refused.error.startswith("invalid_options: no_such_option")
