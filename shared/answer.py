@@ -37,12 +37,27 @@ def validation_message(exc: ValidationError) -> str:
     )
 
 
-def parse_extract_request(body: bytes, content_type: str, query: dict[str, str]) -> ExtractRequest:
-    """Turn either body form into an ExtractRequest, or raise the matching ServiceError."""
+def body_form(body: bytes, content_type: str) -> str:
+    """The request's media type if it is one of the two body forms, else the matching
+    ServiceError (415, or 400 for an empty JSON body). Cheap, so the service process
+    refuses such requests at once instead of queueing them for a worker."""
     media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type == "application/json":
-        if not body.strip():
+        if not body or body.isspace():  # no copy of the body, unlike strip()
             raise ServiceError(400, "empty_body", "the body is empty")
+        return media_type
+    if media_type in HTML_TYPES:
+        return media_type
+    raise ServiceError(
+        415, "unsupported_media_type",
+        f"Content-Type {media_type or '(none)'} is not accepted; send application/json "
+        "or text/html",
+    )
+
+
+def parse_extract_request(body: bytes, content_type: str, query: dict[str, str]) -> ExtractRequest:
+    """Turn either body form into an ExtractRequest, or raise the matching ServiceError."""
+    if body_form(body, content_type) == "application/json":
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -59,18 +74,12 @@ def parse_extract_request(body: bytes, content_type: str, query: dict[str, str])
         except NotHTMLError as exc:
             raise ServiceError(400, "not_html", str(exc)) from None
         return request
-    if media_type in HTML_TYPES:
-        try:
-            html = decode_html(body)
-        except NotHTMLError as exc:
-            raise ServiceError(400, "not_html", str(exc)) from None
-        options: dict[str, Any] = {k: v for k, v in query.items() if k != "url"}
-        return ExtractRequest(html=html, url=query.get("url"), options=options)
-    raise ServiceError(
-        415, "unsupported_media_type",
-        f"Content-Type {media_type or '(none)'} is not accepted; send application/json "
-        "or text/html",
-    )
+    try:
+        html = decode_html(body)
+    except NotHTMLError as exc:
+        raise ServiceError(400, "not_html", str(exc)) from None
+    options: dict[str, Any] = {k: v for k, v in query.items() if k != "url"}
+    return ExtractRequest(html=html, url=query.get("url"), options=options)
 
 
 def _model_fields(value: Any) -> Any:

@@ -30,7 +30,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shared.answer import ServiceError, finish_reply
+from shared.answer import ServiceError, body_form, finish_reply
 from shared.contract import Algorithm
 from shared.settings import ServiceSettings
 from shared.workers import ExtractionFailedError, ExtractionTimeoutError, PoolBusyError, WorkerPool
@@ -171,6 +171,7 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
         """The 200 reply's body for one /extract request, or a ServiceError. The worker
         parses, decodes and answers the request (shared/answer.py); this process only
         passes bytes on."""
+        body_form(body, content_type)  # 415 or an empty body: refused without a worker
         if not pool.ready:
             raise ServiceError(503, "not_ready", "the extraction workers are starting")
         try:

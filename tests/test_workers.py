@@ -6,14 +6,18 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
 from shared.answer import ServiceError, finish_reply
 from shared.contract import ExtractReply
+from shared.service import create_service_app
+from shared.settings import ServiceSettings
 from shared.workers import (
     SOCKET_BUFFER_BYTES,
     ExtractionFailedError,
@@ -22,6 +26,8 @@ from shared.workers import (
     receive_frame,
     send_frame,
 )
+from tests.misbehaving_extractor import ALGORITHM
+from tests.servers import serve_app
 
 MODULE = "tests.misbehaving_extractor"
 
@@ -108,3 +114,28 @@ def test_frames_arrive_whole(size: int) -> None:
     with pytest.raises(EOFError):
         receive_frame(right)
     right.close()
+
+
+def test_a_request_in_neither_body_form_is_refused_while_the_worker_is_busy() -> None:
+    """415 and an empty JSON body need no worker: the service answers them at once,
+    even while its only worker is stuck on a page."""
+    app = create_service_app(ALGORITHM, ServiceSettings(time_limit_s=30.0))
+    with serve_app(app) as url:
+        stuck = threading.Thread(target=httpx.post, args=(f"{url}/extract",),
+                                 kwargs={"content": b"<p>hang</p>", "timeout": 60,
+                                         "headers": {"content-type": "text/html"}})
+        stuck.start()
+        try:
+            while not app.state.pool._idle.empty():  # until the worker has the page
+                time.sleep(0.01)
+            plain = httpx.post(f"{url}/extract", content=b"<p>x</p>",
+                               headers={"content-type": "text/plain"}, timeout=60)
+            empty = httpx.post(f"{url}/extract", content=b" \n",
+                               headers={"content-type": "application/json"}, timeout=60)
+            assert stuck.is_alive(), "answered while the worker was still busy"
+        finally:
+            for worker in list(app.state.pool._workers):
+                worker.process.kill()  # ends the stuck request (422) and the thread
+            stuck.join()
+    assert (plain.status_code, plain.json()["error"]) == (415, "unsupported_media_type")
+    assert (empty.status_code, empty.json()["error"]) == (400, "empty_body")
