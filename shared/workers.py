@@ -11,10 +11,10 @@ memory exhaustion) is replaced the same way.
 
 A worker answers whole /extract requests (shared/answer.py): it gets the request
 body's bytes as they arrived and sends back the reply's bytes, each as one frame
-(a small pickled header, then the bytes, read with one recv into one buffer).
-The hand-over costs ~0.1 ms; pickling a page's str and a reply's text and Blocks
-through multiprocessing's Connection cost 1 ms for a 100 kB page here (copies into
-fresh buffers the size of the page, each paid for in page faults).
+(lengths, a small pickled tuple, then the bytes as they are; each part received whole by one
+recv). The round trip less the worker's own time was 0.52 ms for a 100 kB page here,
+against 1.0 ms when the page's str and the reply's text went through
+multiprocessing's Connection, whose pickler alone took 0.15 ms per page.
 """
 
 from __future__ import annotations

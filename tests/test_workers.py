@@ -29,7 +29,7 @@ from shared.workers import (
 from tests.misbehaving_extractor import ALGORITHM
 from tests.servers import serve_app
 
-MODULE = "tests.misbehaving_extractor"
+MODULE = ALGORITHM.extract.__module__  # what create_service_app gives its pool too
 
 
 def with_pool(test: Callable[[WorkerPool], Awaitable[Any]]) -> Any:
