@@ -2,7 +2,7 @@
 
 Two backends run the extractions:
 
-- `http`: the services' /extract over one shared httpx.AsyncClient (keep-alive),
+- `http`: the services' /extract over one aiohttp session (keep-alive),
   at most `concurrency` requests in flight per service, a time limit per request,
   and retries with exponential back-off (backoff_s, doubled) on connection errors
   and 5xx replies. 4xx replies and time-outs are not retried (the same page would
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-import httpx
+import aiohttp
 import orjson
 from pydantic import BaseModel, Field, ValidationError
 
@@ -159,38 +159,41 @@ class Extractor(Protocol):
 
 
 _JSON = {"content-type": "application/json"}
-# Transport failures worth another attempt: the service was not there or went away.
-_RETRYABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError,
-              httpx.ReadError, httpx.WriteError, httpx.PoolTimeout)
 
 
 class HttpExtractor:
-    """The services' /extract over one shared AsyncClient (see the module docstring)."""
+    """The services' /extract over one aiohttp session (see the module docstring).
 
-    def __init__(self, spec: RunSpec, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    aiohttp rather than httpx, which the rest of the project uses: a run sends every
+    page to every service, and the client's CPU per request is taken from the cores
+    the services extract on. httpx's (its models, h11 and anyio layers) was 2.4 times
+    aiohttp's on scrapinghub pages: 1.61 against 0.68 ms (benchmarks/http_clients.py,
+    results in benchmarks/results/http_clients.md).
+    """
+
+    def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
         self.semaphores = {name: asyncio.Semaphore(spec.concurrency) for name in spec.services}
         self.down: dict[str, bool] = dict.fromkeys(spec.services, False)
-        headers = {"authorization": f"Bearer {spec.service_token}"} if spec.service_token else {}
-        # A client per service: httpx checks every pooled connection on each request,
-        # so one pool for all services (40 connections) cost ~6 ms of CPU per request.
-        # One TLS context for all (each client would load the CA bundle: ~0.1 s each).
-        tls = httpx.create_ssl_context()
-        self.clients = {name: httpx.AsyncClient(
-            timeout=httpx.Timeout(spec.timeout_s, connect=min(spec.timeout_s, 10.0)),
-            limits=httpx.Limits(max_connections=spec.concurrency,
-                                max_keepalive_connections=spec.concurrency),
-            headers=headers, transport=transport, verify=tls,
-        ) for name in spec.services}
+        self.headers = dict(_JSON)
+        if spec.service_token:
+            self.headers["authorization"] = f"Bearer {spec.service_token}"
+        self.session: aiohttp.ClientSession | None = None
         # Each page's JSON, encoded once for all its services (they send the same text
         # object). At most one page per lane is in flight, and the cache ends with the run.
         self.page_json = functools.lru_cache(
             maxsize=len(spec.services) * spec.concurrency)(_encode_json)
 
     async def start(self) -> None:
-        return None
+        # The semaphores bound the connections per service; the connector need not.
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0),
+            timeout=aiohttp.ClientTimeout(total=self.spec.timeout_s,
+                                          connect=min(self.spec.timeout_s, 10.0)))
 
     async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome:
+        if self.session is None:
+            raise RuntimeError("HttpExtractor.start() was not awaited")
         url = f"{self.spec.url(service)}/extract"
         payload = _request_body(self.page_json(html), options)
         attempts = 1 if self.down[service] else self.spec.retries + 1
@@ -199,28 +202,36 @@ class HttpExtractor:
         for attempt in range(attempts):
             if attempt:
                 await asyncio.sleep(self.spec.backoff_s * 2 ** (attempt - 1))
+            unreachable: Exception | None = None
             try:
                 async with self.semaphores[service]:
                     started = time.perf_counter()  # time in the service, not in the queue
-                    reply = await self.clients[service].post(url, content=payload,
-                                                             headers=_JSON)
-            except _RETRYABLE as exc:
-                connection_failed = True
-                last = f"cannot reach {url}: {type(exc).__name__}: {exc}".rstrip(": ")
-                continue
-            except httpx.TimeoutException:
-                return Outcome(error=f"no reply from {service} within {self.spec.timeout_s:g} s")
-            except httpx.HTTPError as exc:
+                    async with self.session.post(url, data=payload,
+                                                 headers=self.headers) as reply:
+                        status, content = reply.status, await reply.read()
+            except TimeoutError as exc:  # aiohttp's connect time-out is one as well
+                if not isinstance(exc, aiohttp.ConnectionTimeoutError):
+                    limit = self.spec.timeout_s
+                    return Outcome(error=f"no reply from {service} within {limit:g} s")
+                unreachable = exc
+            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+                unreachable = exc  # not there, or went away: worth another attempt
+            except aiohttp.ClientError as exc:
                 return Outcome(error=f"request to {url} failed: {type(exc).__name__}: {exc}")
+            if unreachable is not None:
+                connection_failed = True
+                last = f"cannot reach {url}: {type(unreachable).__name__}: {unreachable}"
+                last = last.rstrip(": ")
+                continue
             elapsed = (time.perf_counter() - started) * 1000
-            if reply.status_code >= 500:
+            if status >= 500:
                 connection_failed = False
-                last = f"HTTP {reply.status_code}: {_error_text(reply)}"
+                last = f"HTTP {status}: {_error_text(content)}"
                 continue
             self.down[service] = False
-            if reply.status_code != 200:
-                return Outcome(error=f"HTTP {reply.status_code}: {_error_text(reply)}")
-            return _parse_reply(service, reply.content, elapsed)
+            if status != 200:
+                return Outcome(error=f"HTTP {status}: {_error_text(content)}")
+            return _parse_reply(service, content, elapsed)
         if connection_failed:
             self.down[service] = True
         suffix = f" (after {attempts} attempts)" if attempts > 1 else ""
@@ -228,7 +239,8 @@ class HttpExtractor:
 
     async def aclose(self) -> None:
         self.page_json.cache_clear()
-        await asyncio.gather(*(client.aclose() for client in self.clients.values()))
+        if self.session is not None:
+            await self.session.close()
 
 
 def _parse_reply(service: str, content: bytes, elapsed_ms: float,
@@ -259,15 +271,15 @@ def _encode_json(value: Any) -> bytes:
         return json.dumps(value).encode()
 
 
-def _error_text(reply: httpx.Response) -> str:
+def _error_text(content: bytes) -> str:
     """`error: detail` of a contract error reply, else the start of the body."""
     try:
-        body = reply.json()
-    except ValueError:
-        return reply.text[:200] or reply.reason_phrase
+        body = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return content[:200].decode("utf-8", "replace") or "(empty body)"
     if isinstance(body, dict) and "error" in body:
         return f"{body['error']}: {body.get('detail', '')}"[:500]
-    return reply.text[:200]
+    return content[:200].decode("utf-8", "replace")
 
 
 class EmbeddedExtractor:

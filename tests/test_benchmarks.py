@@ -163,3 +163,19 @@ def test_throughput_rounds_cover_every_page_once_per_mode(scrapinghub: Path,
     assert run["steal_s"] >= 0
     assert run["idle_s"] + run["steal_s"] + run["cpu_s"] <= cores * (run["wall_s"] + 0.05)
     assert "| serial | 10 | 0 |" in (tmp_path / "throughput.md").read_text()
+
+
+def test_http_clients_counts_each_clients_cpu_per_request(tmp_path: Path) -> None:
+    """Both clients post every body twice per round to a real service process and get
+    its replies (an error reply would raise); their CPU per request is recorded."""
+    import http_clients
+
+    result = http_clients.main(["--service", "bte", "--pages", "3", "--rounds", "2",
+                                "--out", str(tmp_path)])
+    assert result["requests_per_round"] == 6
+    figures = result["cpu_ms_per_request"]
+    assert isinstance(figures, dict)
+    assert [name.split()[0] for name in figures] == ["httpx", "aiohttp"]
+    assert all(len(rounds) == 2 and all(v > 0 for v in rounds) for rounds in figures.values())
+    table = (tmp_path / "http_clients.md").read_text()
+    assert all(f"| {name} |" in table for name in figures)

@@ -1,5 +1,6 @@
 """Runs over HTTP against fake services (real uvicorn servers on free ports): a good one,
-one failing with 500 before it answers, one down, one slow, one refusing pages (422)."""
+one failing with 500 before it answers, one down, one slow, one too slow for the time
+limit, one refusing pages (422)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,7 @@ def fakes() -> Iterator[dict[str, tuple[FakeService, str]]]:
         "density": FakeService("density", delay=0.15),
         "boilerpipe": FakeService("boilerpipe", status=422),
         "rss": FakeService("rss"),
+        "readability": FakeService("readability", delay=2.0),
     }
     urls: dict[str, tuple[FakeService, str]] = {}
     servers = [serve_app(service.app) for service in services.values()]
@@ -133,7 +135,7 @@ def test_a_run_survives_failing_services_and_names_their_errors(
         assert result.status == "error"
         assert result.error is not None
         assert "cannot reach" in result.error
-        assert "ConnectError" in result.error
+        assert "ClientConnectorError" in result.error
         assert result.scores is not None
         assert result.scores.word.tp == 0
         assert result.scores.word.fn > 0
@@ -152,6 +154,17 @@ def test_a_run_survives_failing_services_and_names_their_errors(
     out = tmp_path / "out" / run_id
     assert {p.name for p in out.iterdir()} >= {"results.json", "pages.csv", "summary.md",
                                                "report.html"}
+
+
+def test_a_service_past_the_time_limit_is_not_retried(
+        tmp_path: Path, fakes: dict[str, tuple[FakeService, str]]) -> None:
+    slow = fakes["readability"][0]
+    slow.attempts.clear()
+    _, _, results = _run(tmp_path, fakes, ["readability"], timeout_s=0.3, retries=2)
+    assert len(results) == len(open_dataset_dir(SAMPLE).ids)
+    assert {r.error for r in results} == {"no reply from readability within 0.3 s"}
+    assert all(r.status == "error" and r.scores is not None for r in results)
+    assert set(slow.attempts.values()) == {1}
 
 
 def test_rss_gets_the_feed_or_is_skipped(tmp_path: Path,
