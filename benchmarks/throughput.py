@@ -27,11 +27,12 @@ Per mode: results, wall seconds, results per second, the ratio to `serial` and t
 `embedded-1`, the cores used (CPU seconds of the orchestrator and of every service
 and worker process, over the wall time), the machine's idle and stolen cores (a
 virtual machine's cores wait while the host runs others: steal time) and the
-runner's RunTimings (prepare,
-extraction, transport, reply parsing, scoring, storage). Service start-up is not
-timed, nor are imports (the report's statistics import scipy: that is start-up,
-paid once per process by whichever mode came first). Writes throughput.json and
-throughput.md into --out.
+runner's RunTimings (prepare, extraction, transport, reply parsing, scoring,
+storage). Before each round, --probes probes of the machine's own two-core scaling
+(two_core_scaling), the ceiling of any "x serial" at that moment. Service start-up
+is not timed, nor are imports (the report's statistics import scipy: that is
+start-up, paid once per process by whichever mode came first). Writes
+throughput.json and throughput.md into --out.
 """
 
 from __future__ import annotations
@@ -40,11 +41,14 @@ import argparse
 import asyncio
 import datetime
 import json
+import multiprocessing
 import os
+import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +182,34 @@ def limited_sources(datasets: Sequence[str], limit: int | None, tmp: Path,
                 (content / gold.name).symlink_to(gold)
         sources.append(folder_source(name, html, content, None))
     return sources
+
+
+def _cpu_unit(_: int = 0) -> float:
+    """A fixed, pure-Python, CPU-bound task (no memory traffic to speak of): its wall s."""
+    started = time.perf_counter()
+    counts: dict[int, int] = {}
+    for i in range(1_500_000):
+        counts[i % 1000] = counts.get(i % 1000, 0) + i
+    return time.perf_counter() - started
+
+
+def two_core_scaling(probes: int) -> list[float]:
+    """The machine's own two-core scaling right now, `probes` times: the work of two
+    copies of _cpu_unit at once over that of one alone. 2.0 on two free cores; less
+    when the host slows one virtual core while the other is busy (seen here: one of
+    two identical copies taking 1.5 times as long), which caps the concurrent modes'
+    "x serial" whatever the code does."""
+    if probes <= 0:
+        return []
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+        list(pool.map(_cpu_unit, range(2)))  # both workers started and warm
+        figures = []
+        for _ in range(probes):
+            alone = pool.submit(_cpu_unit).result()
+            together = list(pool.map(_cpu_unit, range(2)))
+            figures.append(round(2 * alone / max(together), 2))
+    return figures
 
 
 def load_algorithms(services: Sequence[str]) -> tuple[dict[str, Algorithm], dict[str, str]]:
@@ -331,6 +363,15 @@ def _cores(run: dict[str, Any], key: str) -> str:
     return f"{run[key] / run['wall_s']:.2f}" if key in run and run["wall_s"] else "-"
 
 
+def _scaling_line(scaling: Sequence[float]) -> list[str]:
+    if not scaling:
+        return []
+    return [f"The machine's own two-core scaling (two_core_scaling: a fixed CPU-bound loop, "
+            f"two copies at once against one alone, {len(scaling)} probes before the "
+            f"rounds): median {statistics.median(scaling):.2f}, range {min(scaling):.2f}-"
+            f"{max(scaling):.2f}; 2.00 is two free cores.", ""]
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     m = report["machine"]
     lines = [
@@ -351,6 +392,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "and cores stolen: the whole machine's idle time (/proc/stat, with iowait) and "
         "steal time (its virtual cores waiting for the host's) over the wall time.",
         "",
+        *_scaling_line(report.get("two_core_scaling", [])),
         "| mode | scored | errors | wall s | scored/s | x serial | x embedded-1 | cores used "
         "| cores idle | cores stolen | CPU ms/result | orchestrator CPU ms/result "
         "| prepare s | extract s | transport s | parse s | score s | store s |",
@@ -388,6 +430,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "each part in turn, so a drift in the machine's speed hits all modes.")
     parser.add_argument("--concurrency", type=int, default=None,
                         help="Requests in flight per service in `local` (default: the runner's).")
+    parser.add_argument("--probes", type=int, default=3,
+                        help="Probes of the machine's two-core scaling before each round.")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
@@ -405,7 +449,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         tmp = Path(tmp_name)
         per_mode: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
         counts: dict[str, int] = {}
+        scaling: list[float] = []
         for part in range(args.rounds):
+            scaling += two_core_scaling(args.probes)
             sources = limited_sources(datasets, args.limit, tmp, part, args.rounds)
             for source in sources:
                 counts[source.name] = counts.get(source.name, 0) + len(open_source(source).ids)
@@ -425,7 +471,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
         "command": "python benchmarks/throughput.py " + " ".join(
             sys.argv[1:] if argv is None else argv),
-        "services": list(algorithms), "left_out": failed, "page_counts": counts, "runs": runs,
+        "services": list(algorithms), "left_out": failed, "page_counts": counts,
+        "two_core_scaling": scaling, "runs": runs,
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "throughput.json").write_text(json.dumps(report, indent=1))

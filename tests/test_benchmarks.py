@@ -150,9 +150,13 @@ def test_throughput_rounds_cover_every_page_once_per_mode(scrapinghub: Path,
     import throughput
 
     throughput.main(["--datasets", "scrapinghub", "--services", "bte,cetd", "--limit", "5",
-                     "--rounds", "2", "--modes", "serial", "--out", str(tmp_path)])
+                     "--rounds", "2", "--modes", "serial", "--probes", "1",
+                     "--out", str(tmp_path)])
     report = orjson.loads((tmp_path / "throughput.json").read_bytes())
     assert report["page_counts"] == {"scrapinghub": 5}
+    # one probe of the machine's scaling per round: two copies' work over one's
+    assert len(report["two_core_scaling"]) == 2
+    assert all(0.5 < x < 2.5 for x in report["two_core_scaling"])
     (run,) = report["runs"]
     assert (run["mode"], run["rounds"], run["scored"], run["errors"]) == ("serial", 2, 10, 0)
     assert run["scored_per_s"] == round(10 / run["wall_s"], 2)

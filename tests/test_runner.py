@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from fastapi.responses import JSONResponse
 from orchestrator.datasets import open_dataset_dir
 from orchestrator.models import PageResult
 from orchestrator.runner import (
+    GIL_SWITCH_INTERVAL_S,
     NO_FEEDS,
     NO_PAGE_FEED,
     EmbeddedExtractor,
@@ -118,6 +120,7 @@ def _run(tmp_path: Path, fakes: dict[str, tuple[FakeService, str]], services: li
 def test_a_run_survives_failing_services_and_names_their_errors(
         tmp_path: Path, fakes: dict[str, tuple[FakeService, str]]) -> None:
     services = ["justext", "bte", "cetd", "boilerpipe", "density"]
+    sys.setswitchinterval(0.005)  # the interpreter's default, whatever ran before
     store, run_id, results = _run(tmp_path, fakes, services, concurrency=2, retries=3)
     pages = len(open_dataset_dir(SAMPLE).ids)
     assert len(results) == pages * len(services)
@@ -146,6 +149,8 @@ def test_a_run_survives_failing_services_and_names_their_errors(
                for r in by_service["boilerpipe"])
     # concurrency per service is bounded, and reached
     assert fakes["density"][0].max_in_flight == 2
+    # the loop gets the GIL back from the scoring thread within the run's interval
+    assert sys.getswitchinterval() <= GIL_SWITCH_INTERVAL_S
     info = store.run(run_id)
     assert info is not None
     assert info.status == "finished"
