@@ -28,7 +28,8 @@ Per mode: results, wall seconds, results per second, the ratio to `serial` and t
 and worker process, over the wall time), the machine's idle and stolen cores (a
 virtual machine's cores wait while the host runs others: steal time) and the
 runner's RunTimings (prepare, extraction, transport, reply parsing, scoring,
-storage). Before each round, --probes probes of the machine's own two-core scaling
+storage), and each round's ratio to `serial` (its spread shows how far the
+machine's drift reaches into the summed figure). Before each round, --probes probes of the machine's own two-core scaling
 (two_core_scaling), the ceiling of any "x serial" at that moment. Service start-up
 is not timed, nor are imports (the report's statistics import scipy: that is
 start-up, paid once per process by whichever mode came first). Writes
@@ -414,6 +415,11 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| {p['extract_s']} | {p['transport_s']} | {p['parse_s']} | {p['score_s']} "
             f"| {p['store_s']} |")
     lines.append("")
+    for r in report["runs"]:
+        if r["mode"] != "serial" and r.get("x_serial_by_round"):
+            ratios = ", ".join(f"{x:.2f}" if x else "-" for x in r["x_serial_by_round"])
+            lines.append(f"{r['mode']}: x serial round by round: {ratios}.")
+    lines.append("")
     for name, reason in report["left_out"].items():
         lines.append(f"Left out (its extractor did not load): {name}: {reason}")
     return "\n".join(lines) + "\n"
@@ -465,6 +471,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                 print(f"round {part + 1}, {mode}: {time.perf_counter() - started:.1f} s",
                       file=sys.stderr, flush=True)
         runs = [merge_rounds(per_mode[mode]) for mode in modes]
+        if "serial" in per_mode:  # each round's ratio: modes next to each other in time
+            for run in runs:
+                run["x_serial_by_round"] = [
+                    round(own["scored_per_s"] / serial["scored_per_s"], 2)
+                    if own["scored_per_s"] and serial["scored_per_s"] else None
+                    for own, serial in zip(per_mode[run["mode"]], per_mode["serial"],
+                                           strict=True)]
     report = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {**machine(), "load_avg_start": load_start,

@@ -160,6 +160,7 @@ def test_throughput_rounds_cover_every_page_once_per_mode(scrapinghub: Path,
     (run,) = report["runs"]
     assert (run["mode"], run["rounds"], run["scored"], run["errors"]) == ("serial", 2, 10, 0)
     assert run["scored_per_s"] == round(10 / run["wall_s"], 2)
+    assert run["x_serial_by_round"] == [1.0, 1.0]  # each round against itself
     # The machine's idle and stolen seconds and the run's CPU seconds share its cores'
     # time (a clock tick of slack for each reading of /proc).
     cores = os.cpu_count() or 1
