@@ -29,11 +29,11 @@ and worker process, over the wall time), the machine's idle and stolen cores (a
 virtual machine's cores wait while the host runs others: steal time) and the
 runner's RunTimings (prepare, extraction, transport, reply parsing, scoring,
 storage), and each round's ratio to `serial` (its spread shows how far the
-machine's drift reaches into the summed figure). Before each round, --probes probes of the machine's own two-core scaling
-(two_core_scaling), the ceiling of any "x serial" at that moment. Service start-up
-is not timed, nor are imports (the report's statistics import scipy: that is
-start-up, paid once per process by whichever mode came first). Writes
-throughput.json and throughput.md into --out.
+machine's drift reaches into the summed figure). Before each round, --probes probes
+of the machine's own two-core scaling (two_core_scaling), the ceiling of any "x
+serial" at that moment. Service start-up is not timed, nor are imports (the
+report's statistics import scipy: that is start-up, paid once per process by
+whichever mode came first). Writes throughput.json and throughput.md into --out.
 """
 
 from __future__ import annotations
