@@ -49,8 +49,7 @@ Post = Callable[[bytes], Awaitable[bytes]]
 
 def request_bodies(limit: int) -> tuple[str, list[bytes]]:
     """The orchestrator's /extract bodies for the first `limit` pages of a test set."""
-    folder = dataset_dir("scrapinghub")
-    source = folder if folder is not None and (folder / "html").is_dir() else SAMPLE
+    source = dataset_dir("scrapinghub") or SAMPLE
     dataset = open_dataset_dir(source)
     bodies = []
     for page_id in dataset.ids[:limit]:

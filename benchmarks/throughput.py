@@ -360,8 +360,8 @@ def _per_result(run: dict[str, Any], key: str) -> str:
 
 
 def _cores(run: dict[str, Any], key: str) -> str:
-    """Seconds of `key` (machine-wide) over the wall time, as cores; `-` in old reports."""
-    return f"{run[key] / run['wall_s']:.2f}" if key in run and run["wall_s"] else "-"
+    """Seconds of `key` (machine-wide) over the wall time, as cores."""
+    return f"{run[key] / run['wall_s']:.2f}" if run["wall_s"] else "-"
 
 
 def _scaling_line(scaling: Sequence[float]) -> list[str]:
@@ -393,7 +393,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "and cores stolen: the whole machine's idle time (/proc/stat, with iowait) and "
         "steal time (its virtual cores waiting for the host's) over the wall time.",
         "",
-        *_scaling_line(report.get("two_core_scaling", [])),
+        *_scaling_line(report["two_core_scaling"]),
         "| mode | scored | errors | wall s | scored/s | x serial | x embedded-1 | cores used "
         "| cores idle | cores stolen | CPU ms/result | orchestrator CPU ms/result "
         "| prepare s | extract s | transport s | parse s | score s | store s |",

@@ -211,27 +211,25 @@ class HttpExtractor:
         for attempt in range(attempts):
             if attempt:
                 await asyncio.sleep(self.spec.backoff_s * 2 ** (attempt - 1))
-            unreachable: Exception | None = None
             try:
                 async with self.semaphores[service]:
                     started = time.perf_counter()  # time in the service, not in the queue
                     async with self.session.post(url, data=payload,
                                                  headers=self.headers) as reply:
                         status, content = reply.status, await reply.read()
-            except TimeoutError as exc:  # aiohttp's connect time-out is one as well
-                if not isinstance(exc, aiohttp.ConnectionTimeoutError):
+            except (TimeoutError, aiohttp.ClientConnectionError,
+                    aiohttp.ClientPayloadError) as exc:
+                # A time-out waiting for the reply is final; a service that was not there
+                # or went away (aiohttp's connect time-out is a TimeoutError too) is not.
+                if isinstance(exc, TimeoutError) and not isinstance(
+                        exc, aiohttp.ConnectionTimeoutError):
                     limit = self.spec.timeout_s
                     return Outcome(error=f"no reply from {service} within {limit:g} s")
-                unreachable = exc
-            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-                unreachable = exc  # not there, or went away: worth another attempt
+                connection_failed = True
+                last = f"cannot reach {url}: {type(exc).__name__}: {exc}".rstrip(": ")
+                continue
             except aiohttp.ClientError as exc:
                 return Outcome(error=f"request to {url} failed: {type(exc).__name__}: {exc}")
-            if unreachable is not None:
-                connection_failed = True
-                last = f"cannot reach {url}: {type(unreachable).__name__}: {unreachable}"
-                last = last.rstrip(": ")
-                continue
             elapsed = (time.perf_counter() - started) * 1000
             if status >= 500:
                 connection_failed = False
