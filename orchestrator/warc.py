@@ -172,7 +172,7 @@ def _records(stream: BinaryIO, whole: bool) -> Iterator[WarcItem]:
 
 def _classify(record: WarcRecord) -> WarcItem:
     if record.record_type != WarcRecordType.response:
-        return OtherRecord(record.record_type.name or "unknown")
+        return OtherRecord(str(record.headers.get("WARC-Type") or "unknown"))
     record_id = record.record_id or None
     declared = record.content_length
     block = record.reader.read()

@@ -1,0 +1,203 @@
+"""`boilerbench extract --warc`: a crawl's HTML pages give the text that
+`boilerbench extract PAGE --in-process` gives for each; odd records are counted, never
+fatal; a job killed with SIGKILL resumes without losing or repeating a record; the same
+rows come out of a local Ray."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.warc import OddRecord, OtherRecord, WarcPage, read_warc, sniff_html
+from tests.warc_files import Response, dataset_responses, warc_record, write_warc
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVICE = "bte"
+# The `boilerbench` command, run by this interpreter.
+CLI = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
+PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n"
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def read_rows(out: Path) -> list[dict[str, object]]:
+    files = sorted(out.glob("part-*.jsonl")) if out.is_dir() else [out]
+    return [orjson.loads(line) for f in files for line in f.read_bytes().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def crawl(tmp_path_factory: pytest.TempPathFactory, scrapinghub: Path
+          ) -> tuple[Path, list[Response]]:
+    """Five HTML responses from the dataset (one without a Content-Type, found by
+    sniffing), then a PDF, a record cut short, a binary response without a
+    Content-Type and a garbled gzip member."""
+    pages = dataset_responses(scrapinghub / "html", 5, step=37)
+    pages[2] = Response(pages[2].uri, pages[2].body, None, 0, pages[2].record_id)
+    path = tmp_path_factory.mktemp("crawl") / "crawl.warc.gz"
+    odd = [
+        Response("https://pages.example/report.pdf", PDF, "application/pdf"),
+        Response("https://pages.example/cut", pages[0].body, declared_extra=4000),
+        Response("https://pages.example/blob", bytes(range(256)) * 8, None),
+        gzip.compress(b"this is no WARC record\r\n\r\n"),
+    ]
+    written = write_warc(path, [*pages[:3], *odd[:2], *pages[3:], *odd[2:]])
+    return path, [r for r in written if r in pages]
+
+
+def test_reader_classifies_every_record(crawl: tuple[Path, list[Response]]) -> None:
+    path, pages = crawl
+    items = list(read_warc(path))
+    assert [i.record_id for i in items if isinstance(i, WarcPage)] == \
+        [p.record_id for p in pages]
+    odd = [i for i in items if isinstance(i, OddRecord)]
+    assert sorted(i.kind for i in odd) == ["malformed", "not_html", "not_html", "truncated"]
+    assert sum(isinstance(i, OtherRecord) for i in items) == 1  # the warcinfo record
+
+
+def test_sniffing_tells_html_from_other_bodies() -> None:
+    assert sniff_html(b"\n <!DOCTYPE html><html>")
+    assert sniff_html(b"\xef\xbb\xbf<html lang=en>")
+    assert sniff_html(b"<p>text")
+    assert not sniff_html(PDF)
+    assert not sniff_html(b"<pre>")  # a signature must end at a space or `>`
+    assert not sniff_html(b'{"json": "<html>"}')
+
+
+@pytest.fixture(scope="module")
+def warc_rows(crawl: tuple[Path, list[Response]], tmp_path_factory: pytest.TempPathFactory
+              ) -> tuple[list[dict[str, object]], str]:
+    path, _ = crawl
+    out = tmp_path_factory.mktemp("out") / "rows.jsonl"
+    done = run_cli("extract", "--warc", str(path), "--service", SERVICE, "--out", str(out),
+                   "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    return read_rows(out), done.stderr
+
+
+def test_one_row_per_html_record_with_the_single_page_text(
+        crawl: tuple[Path, list[Response]], warc_rows: tuple[list[dict[str, object]], str],
+        tmp_path: Path) -> None:
+    _, pages = crawl
+    rows, report = warc_rows
+    by_id = {row["record_id"]: row for row in rows}
+    assert len(rows) == len(by_id) == len(pages)
+    runner = CliRunner()
+    for page in pages:
+        row = by_id[page.record_id]
+        assert row["uri"] == page.uri
+        assert row["error"] is None
+        html = tmp_path / "page.html"
+        html.write_bytes(page.body)
+        single = runner.invoke(app, ["extract", str(html), "--service", SERVICE,
+                                     "--in-process", "--page-url", page.uri, "--json"])
+        assert single.exit_code == 0, single.output
+        expected = orjson.loads(single.stdout)["text"]
+        assert len(expected) > 200
+        assert row["text"] == expected
+    counts = {line.split("│")[1].strip(): line.split("│")[2].strip()
+              for line in report.splitlines() if line.count("│") >= 3}
+    assert counts["HTML pages"] == counts["written"] == "5"
+    assert counts["not html"] == "2"
+    assert counts["truncated"] == "1"
+    assert counts["malformed"] == "1"
+
+
+def test_parquet_output_holds_the_same_rows(
+        crawl: tuple[Path, list[Response]], warc_rows: tuple[list[dict[str, object]], str],
+        tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "rows.parquet"
+    done = run_cli("extract", "--warc", str(crawl[0]), "--service", SERVICE, "--out", str(out),
+                   "--workers", "1", "--blocks")
+    assert done.returncode == 0, done.stderr
+    table = pq.read_table(out).to_pylist()
+    assert {r["record_id"]: r["text"] for r in table} == \
+        {r["record_id"]: r["text"] for r in warc_rows[0]}
+    assert all(any(b["is_content"] for b in r["blocks"]) for r in table)
+    assert not out.with_name(out.name + ".partial.jsonl").exists()
+
+
+def test_a_killed_job_resumes_without_losing_or_repeating_records(
+        scrapinghub: Path, tmp_path: Path) -> None:
+    pages = dataset_responses(scrapinghub / "html", 400)
+    path = tmp_path / "big.warc.gz"
+    write_warc(path, pages)
+    out = tmp_path / "rows.jsonl"
+    args = [*CLI, "extract", "--warc", str(path),
+            "--service", SERVICE, "--out", str(out), "--workers", "1"]
+    job = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and job.poll() is None:
+        if out.exists() and out.read_bytes().count(b"\n") >= 30:
+            break
+        time.sleep(0.02)
+    os.kill(job.pid, signal.SIGKILL)
+    job.wait()
+    first = out.read_bytes().count(b"\n")
+    assert 30 <= first < len(pages), "the job was not killed halfway"
+    with out.open("ab") as stream:  # a row torn by the kill, as a write cut short leaves it
+        stream.write(b'{"record_id":"<urn:uuid:torn')
+    done = run_cli("extract", "--warc", str(path), "--service", SERVICE, "--out", str(out),
+                   "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    assert sorted(str(r["record_id"]) for r in rows) == sorted(p.record_id for p in pages)
+    assert all(r["error"] is None for r in rows)
+    again = run_cli("extract", "--warc", str(path), "--service", SERVICE, "--out", str(out))
+    assert again.returncode == 0, again.stderr
+    assert len(read_rows(out)) == len(pages)
+
+
+def test_ray_gives_the_same_rows(crawl: tuple[Path, list[Response]],
+                                 warc_rows: tuple[list[dict[str, object]], str],
+                                 tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="Ray is not installed (the `ray` extra)")
+    out = tmp_path / "shards"
+    done = run_cli("extract", "--warc", str(crawl[0]), "--service", SERVICE, "--out", str(out),
+                   "--ray", "auto", "--workers", "2", "--shard-rows", "2", timeout=240)
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    assert len(list(out.glob("part-*.jsonl"))) == 3
+    strip = ("elapsed_ms",)
+    assert sorted((sorted((k, v) for k, v in r.items() if k not in strip) for r in rows),
+                  key=str) == \
+        sorted((sorted((k, v) for k, v in r.items() if k not in strip)
+                for r in warc_rows[0]), key=str)
+
+
+def test_bad_input_is_refused_clearly(tmp_path: Path) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(app, ["extract", "--warc", str(tmp_path / "none-*.warc.gz"),
+                                  "--service", SERVICE, "--out", str(tmp_path / "o.jsonl")])
+    assert missing.exit_code == 2
+    assert "no WARC file matches" in missing.output
+    path = tmp_path / "x.warc"
+    path.write_bytes(warc_record(Response("https://a.example/", b"<p>x</p>").with_id()))
+    no_out = runner.invoke(app, ["extract", "--warc", str(path), "--service", SERVICE])
+    assert no_out.exit_code == 2
+    assert "--out" in no_out.output
+    ray_file = runner.invoke(app, ["extract", "--warc", str(path), "--service", SERVICE,
+                                   "--out", str(tmp_path / "o.jsonl"), "--ray", "auto"])
+    assert ray_file.exit_code == 2
+    assert "shards" in ray_file.output
+
+
+def test_uncompressed_warc_is_read_too(tmp_path: Path) -> None:
+    path = tmp_path / "plain.warc"
+    page = Response("https://a.example/", b"<html><body><p>plain words</p></body></html>")
+    path.write_bytes(warc_record(page.with_id()) + warc_record(page.with_id()))
+    assert [i.body for i in read_warc(path) if isinstance(i, WarcPage)] == [page.body] * 2
