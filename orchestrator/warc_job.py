@@ -42,7 +42,7 @@ from shared.workers import (
 
 Row = dict[str, Any]
 # How often a service that cannot be reached is tried again before the job stops.
-_HTTP_ATTEMPTS = 4
+_HTTP_ATTEMPTS = 3
 
 
 class JobAbortedError(Exception):
@@ -70,6 +70,10 @@ class Tally:
 
     counts: Counter[str] = field(default_factory=Counter)
     examples: dict[str, list[str]] = field(default_factory=dict)
+    # When the first and the last row were written (time.monotonic()): the steady
+    # rate leaves out the start-up of the workers or the cluster.
+    first_row_at: float | None = None
+    last_row_at: float | None = None
 
     def odd(self, record: OddRecord, path: Path) -> None:
         self.counts[record.kind] += 1
@@ -78,9 +82,19 @@ class Tally:
             found.append(f"{path.name}: {record.record_id or '(no id)'}: {record.detail}")
 
     def row(self, row: Row) -> None:
+        self.last_row_at = time.monotonic()
+        if self.first_row_at is None:
+            self.first_row_at = self.last_row_at
         self.counts["written"] += 1
         if row["error"] is not None:
             self.counts["extraction errors"] += 1
+
+    def records_per_second(self) -> float | None:
+        """Rows per second from the first row to the last (None under two rows)."""
+        if self.first_row_at is None or self.last_row_at is None \
+                or self.last_row_at <= self.first_row_at:
+            return None
+        return (self.counts["written"] - 1) / (self.last_row_at - self.first_row_at)
 
 
 def page_query(uri: str | None, options: dict[str, str]) -> dict[str, str]:
@@ -421,7 +435,9 @@ def _http_extract(job: WarcJob, client: httpx.AsyncClient
 
 def summary_table(job: WarcJob, tally: Tally, seconds: float) -> Table:
     """The end-of-job report: counts, and a few examples of each odd kind."""
-    table = Table(title=f"{job.service} over {len(job.paths)} WARC file(s) in {seconds:,.1f} s")
+    rate = tally.records_per_second()
+    table = Table(title=f"{job.service} over {len(job.paths)} WARC file(s) in {seconds:,.1f} s"
+                  + (f", {rate:,.1f} records/s after the first" if rate else ""))
     table.add_column("records")
     table.add_column("count", justify="right")
     table.add_column("examples")
