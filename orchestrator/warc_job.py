@@ -315,8 +315,10 @@ def job_progress(console: Console) -> Progress:
                     TextColumn("{task.elapsed:,.0f} s"), console=console)
 
 
-def run_job(job: WarcJob, console: Console, ray_address: str | None = None) -> Tally:
-    """Run the job to the end (or until it cannot go on); return what it met."""
+def run_job(job: WarcJob, console: Console, ray_address: str | None = None,
+            on_row: Callable[[Row], None] | None = None) -> Tally:
+    """Run the job to the end (or until it cannot go on); return what it met.
+    `on_row` is called after each row is written (benchmarks time the rows with it)."""
     sink = open_sink(job.out, job.blocks, job.shard_rows, shards_only=ray_address is not None)
     tally = Tally()
     done = sink.done_ids()
@@ -329,6 +331,8 @@ def run_job(job: WarcJob, console: Console, ray_address: str | None = None) -> T
                 sink.write(row)
                 tally.row(row)
                 progress.advance(task)
+                if on_row is not None:
+                    on_row(row)
 
             if ray_address is not None:
                 from orchestrator.warc_ray import run_on_ray

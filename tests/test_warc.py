@@ -232,3 +232,20 @@ def test_a_service_out_of_reach_stops_the_job_without_writing_rows(
     assert done.exit_code == 1
     assert "cannot reach" in done.output
     assert not out.exists() or read_rows(out) == []
+
+
+def test_a_folder_of_shards_resumes_after_a_torn_shard(
+        crawl: tuple[Path, list[Response]], tmp_path: Path) -> None:
+    out = tmp_path / "shards"
+    args = ["extract", "--warc", str(crawl[0]), "--service", SERVICE, "--out", str(out),
+            "--workers", "1", "--shard-rows", "2"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    shards = sorted(out.glob("part-*.jsonl"))
+    assert [len(s.read_bytes().splitlines()) for s in shards] == [2, 2, 1]
+    last = shards[-1]
+    last.write_bytes(last.read_bytes()[:-40])  # the last row torn in the middle
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert sorted(p.name for p in out.glob("part-*.jsonl"))[-1] == "part-00003.jsonl"
+    assert sorted(str(r["record_id"]) for r in read_rows(out)) == \
+        sorted(p.record_id for p in crawl[1])
