@@ -179,10 +179,15 @@ def _classify(record: WarcRecord) -> WarcItem:
     if len(block) < declared:
         return OddRecord("truncated", record_id,
                          f"the record holds {len(block)} of its {declared} bytes")
-    headers, separator, body = block[:declared].partition(b"\r\n\r\n")
-    if not separator or not headers.startswith(b"HTTP/"):
+    head, separator, body = block[:declared].partition(b"\r\n\r\n")
+    if not separator or not head.startswith(b"HTTP/"):
         return OddRecord("malformed", record_id, "the response holds no HTTP message")
-    content_type = _content_type(headers)
+    headers = _header_fields(head)
+    try:
+        body = _decoded_body(headers, body)
+    except ValueError as exc:
+        return OddRecord("malformed", record_id, str(exc))
+    content_type = _media_type(headers.get(b"content-type", b""))
     if content_type is None:
         if not sniff_html(body):
             return OddRecord("not_html", record_id, "no Content-Type, and the body is not HTML")
@@ -194,11 +199,61 @@ def _classify(record: WarcRecord) -> WarcItem:
                     record.headers.get("WARC-Date"), body)
 
 
-def _content_type(http_headers: bytes) -> str | None:
-    """The media type of an HTTP header block's Content-Type, lower case, or None."""
-    for line in http_headers.split(b"\r\n")[1:]:
+def _header_fields(head: bytes) -> dict[bytes, bytes]:
+    """An HTTP header block's fields by lower-case name (the first of repeated ones)."""
+    fields: dict[bytes, bytes] = {}
+    for line in head.split(b"\r\n")[1:]:
         name, colon, value = line.partition(b":")
-        if colon and name.strip().lower() == b"content-type":
-            media_type = value.split(b";", 1)[0].strip().lower().decode("latin-1")
-            return media_type or None
-    return None
+        if colon:
+            fields.setdefault(name.strip().lower(), value.strip())
+    return fields
+
+
+def _media_type(content_type: bytes) -> str | None:
+    """The media type of a Content-Type value, lower case, or None when empty."""
+    return content_type.split(b";", 1)[0].strip().lower().decode("latin-1") or None
+
+
+def _decoded_body(headers: dict[bytes, bytes], body: bytes) -> bytes:
+    """The body as the server meant it: crawlers that archive the bytes as they came
+    (Heritrix, wget) keep the chunked transfer coding and the gzip or deflate content
+    coding (RFC 9112 section 7.1, RFC 9110 section 8.4). Common Crawl stores them
+    decoded, and renames the headers, so its bodies pass unchanged."""
+    if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+        body = _dechunk(body)
+    coding = headers.get(b"content-encoding", b"").strip().lower()
+    if coding in (b"gzip", b"x-gzip", b"deflate"):
+        try:
+            # 47: a gzip or a zlib header, detected; deflate also comes raw (-15).
+            body = _inflate(body, 47) if coding != b"deflate" or body[:1] == b"\x78" \
+                else _inflate(body, -15)
+        except zlib.error as exc:
+            raise ValueError(f"the {coding.decode()} body does not decompress: {exc}") from None
+    return body
+
+
+def _inflate(data: bytes, wbits: int) -> bytes:
+    decompressor = zlib.decompressobj(wbits)
+    return decompressor.decompress(data) + decompressor.flush()
+
+
+def _dechunk(body: bytes) -> bytes:
+    """A chunked body's data (chunk extensions and trailers dropped)."""
+    parts: list[bytes] = []
+    position = 0
+    while True:
+        line_end = body.find(b"\r\n", position)
+        if line_end < 0:
+            raise ValueError("a chunked body ends inside a chunk header")
+        size_field = body[position:line_end].split(b";", 1)[0].strip()
+        try:
+            size = int(size_field, 16)
+        except ValueError:
+            raise ValueError(f"a chunk size is not hexadecimal: {size_field[:20]!r}") from None
+        if size == 0:
+            return b"".join(parts)
+        start = line_end + 2
+        if start + size > len(body):
+            raise ValueError("a chunked body ends inside a chunk")
+        parts.append(body[start:start + size])
+        position = start + size + 2

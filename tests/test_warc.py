@@ -249,3 +249,32 @@ def test_a_folder_of_shards_resumes_after_a_torn_shard(
     assert sorted(p.name for p in out.glob("part-*.jsonl"))[-1] == "part-00003.jsonl"
     assert sorted(str(r["record_id"]) for r in read_rows(out)) == \
         sorted(p.record_id for p in crawl[1])
+
+
+def test_transfer_and_content_codings_are_undone(tmp_path: Path) -> None:
+    import zlib
+
+    html = b"<html><body><p>" + b"words of the page " * 200 + b"</p></body></html>"
+    gzipped = gzip.compress(html)
+    chunked = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(gzipped[i:i + 700]), gzipped[i:i + 700])
+                       for i in range(0, len(gzipped), 700)) + b"0\r\nX-Trailer: 1\r\n\r\n"
+    raw_deflate = zlib.compressobj(wbits=-15)
+    deflated = raw_deflate.compress(html) + raw_deflate.flush()
+    path = tmp_path / "codings.warc.gz"
+    write_warc(path, [
+        Response("https://a.example/1", chunked, headers=(
+            ("Transfer-Encoding", "chunked"), ("Content-Encoding", "gzip"))),
+        Response("https://a.example/2", zlib.compress(html),
+                 headers=(("Content-Encoding", "deflate"),)),
+        Response("https://a.example/3", deflated, headers=(("Content-Encoding", "deflate"),)),
+        Response("https://a.example/4", b"not gzip at all",
+                 headers=(("Content-Encoding", "gzip"),)),
+        Response("https://a.example/5", b"zz\r\nabc\r\n0\r\n\r\n",
+                 headers=(("Transfer-Encoding", "chunked"),)),
+    ])
+    items = list(read_warc(path))
+    assert [i.body for i in items if isinstance(i, WarcPage)] == [html] * 3
+    odd = [i for i in items if isinstance(i, OddRecord)]
+    assert [(i.kind, i.detail.split(":")[0]) for i in odd] == [
+        ("malformed", "the gzip body does not decompress"),
+        ("malformed", "a chunk size is not hexadecimal")]

@@ -4,6 +4,7 @@ single records can be made odd: cut short, garbled, without a Content-Type."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import uuid
 from collections.abc import Iterable
@@ -14,25 +15,29 @@ from pathlib import Path
 @dataclass(frozen=True)
 class Response:
     """One HTTP response to archive. `declared_extra` bytes more than it holds are
-    declared in its Content-Length (a record cut short)."""
+    declared in its Content-Length (a record cut short); `headers` are added to the
+    HTTP header as they are (the body must match them: chunked, compressed)."""
 
     uri: str
     body: bytes
     content_type: str | None = "text/html; charset=utf-8"
     declared_extra: int = 0
     record_id: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
 
     def with_id(self) -> Response:
-        return self if self.record_id else Response(
-            self.uri, self.body, self.content_type, self.declared_extra,
-            f"<urn:uuid:{uuid.uuid4()}>")
+        return self if self.record_id else dataclasses.replace(
+            self, record_id=f"<urn:uuid:{uuid.uuid4()}>")
 
 
 def warc_record(response: Response, record_type: str = "response") -> bytes:
     head = b"HTTP/1.1 200 OK\r\n"
     if response.content_type is not None:
         head += f"Content-Type: {response.content_type}\r\n".encode()
-    http = head + f"Content-Length: {len(response.body)}\r\n\r\n".encode() + response.body
+    head += "".join(f"{name}: {value}\r\n" for name, value in response.headers).encode()
+    if not any(name.lower() == "transfer-encoding" for name, _ in response.headers):
+        head += f"Content-Length: {len(response.body)}\r\n".encode()
+    http = head + b"\r\n" + response.body
     header = (
         "WARC/1.1\r\n"
         f"WARC-Type: {record_type}\r\n"
