@@ -139,24 +139,23 @@ class RowSink(Protocol):
 
 
 def _read_jsonl_ids(path: Path) -> set[str]:
-    """Record ids of a JSONL file's rows. A last line torn by a kill (no newline, or not
-    JSON) is cut off, so the file takes appended rows cleanly."""
+    """Record ids of a JSONL file's rows, read line by line. A last line torn by a kill
+    (no newline, or not JSON) is cut off, so the file takes appended rows cleanly."""
     ids: set[str] = set()
     if not path.exists():
         return ids
-    data = path.read_bytes()
     good = 0
-    for line in data.splitlines(keepends=True):
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            break
-        if not line.endswith(b"\n") or not isinstance(row, dict):
-            break
-        ids.add(str(row["record_id"]))
-        good += len(line)
-    if good < len(data):
-        with path.open("r+b") as stream:
+    with path.open("r+b") as stream:
+        for line in stream:
+            try:
+                row = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                break
+            if not line.endswith(b"\n") or not isinstance(row, dict):
+                break
+            ids.add(str(row["record_id"]))
+            good += len(line)
+        if good < stream.seek(0, 2):
             stream.truncate(good)
     return ids
 

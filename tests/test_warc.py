@@ -278,3 +278,21 @@ def test_transfer_and_content_codings_are_undone(tmp_path: Path) -> None:
     assert [(i.kind, i.detail.split(":")[0]) for i in odd] == [
         ("malformed", "the gzip body does not decompress"),
         ("malformed", "a chunk size is not hexadecimal")]
+
+
+def test_the_benchmark_builds_its_warc_and_times_the_middle_of_a_job(
+        scrapinghub: Path, cleaneval: Path, tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import warc as benchmark
+
+    path = tmp_path / "bench.warc.gz"
+    benchmark.build_warc(path, ["scrapinghub", "cleaneval"], 30)
+    pages = [i for i in read_warc(path) if isinstance(i, WarcPage)]
+    assert len(pages) == len({p.record_id for p in pages}) == 30
+    assert {p.uri.split("/")[-1] for p in pages[:2]} == {
+        sorted(f.stem for f in (scrapinghub / "html").glob("*.html"))[0],
+        sorted(f.stem for f in (cleaneval / "html").glob("*.html"))[0]}
+    # 100 rows: a slow start (Ray's first batch), then one row every 10 ms.
+    times = [5.0] * 8 + [5.0 + 0.01 * i for i in range(1, 93)]
+    assert benchmark.steady_rate(times) == pytest.approx(100.0)
+    assert benchmark.steady_rate(times[:5]) == 0.0
