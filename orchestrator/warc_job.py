@@ -140,20 +140,25 @@ class RowSink(Protocol):
 
 def _read_jsonl_ids(path: Path) -> set[str]:
     """Record ids of a JSONL file's rows, read line by line. A last line torn by a kill
-    (no newline, or not JSON) is cut off, so the file takes appended rows cleanly."""
+    (no newline, or not a row) is cut off, so the file takes appended rows cleanly; a
+    bad line before the last is not a kill's doing, and is refused (ValueError) rather
+    than cut off with the rows after it."""
     ids: set[str] = set()
     if not path.exists():
         return ids
     good = 0
     with path.open("r+b") as stream:
-        for line in stream:
+        for number, line in enumerate(stream, 1):
             try:
                 row = orjson.loads(line)
-            except orjson.JSONDecodeError:
+                ids.add(str(row["record_id"]))
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                if stream.read(1):
+                    raise ValueError(f"{path}, line {number}, is not an output row: "
+                                     "fix or remove it, then run again") from None
                 break
-            if not line.endswith(b"\n") or not isinstance(row, dict):
+            if not line.endswith(b"\n"):
                 break
-            ids.add(str(row["record_id"]))
             good += len(line)
         if good < stream.seek(0, 2):
             stream.truncate(good)

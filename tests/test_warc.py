@@ -296,3 +296,16 @@ def test_the_benchmark_builds_its_warc_and_times_the_middle_of_a_job(
     times = [5.0] * 8 + [5.0 + 0.01 * i for i in range(1, 93)]
     assert benchmark.steady_rate(times) == pytest.approx(100.0)
     assert benchmark.steady_rate(times[:5]) == 0.0
+
+
+def test_a_bad_line_inside_the_output_is_refused_not_cut(
+        crawl: tuple[Path, list[Response]], tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    out.write_bytes(b'{"record_id": "<urn:a>", "text": "x"}\nnot a row\n'
+                    b'{"record_id": "<urn:b>", "text": "y"}\n')
+    before = out.read_bytes()
+    done = CliRunner().invoke(app, ["extract", "--warc", str(crawl[0]), "--service", SERVICE,
+                                    "--out", str(out)])
+    assert done.exit_code == 2
+    assert "line 2" in done.output
+    assert out.read_bytes() == before
