@@ -19,16 +19,7 @@ from rich.table import Table
 
 from orchestrator.cli import app
 from orchestrator.launcher import LocalStack, StackError, parse_service_list
-from orchestrator.warc import expand_paths
-from orchestrator.warc_job import (
-    JobAbortedError,
-    WarcJob,
-    answer_page,
-    page_query,
-    run_job,
-    summary_table,
-)
-from shared.answer import validation_message
+from shared.answer import answer_page, page_query, validation_message
 from shared.decoding import NotHTMLError, decode_html
 from shared.registry import SERVICES, get_service
 
@@ -168,6 +159,15 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
                   options: dict[str, object], url: str | None, ray_address: str | None,
                   blocks: bool, workers: int, time_limit: float, shard_rows: int) -> None:
     from pydantic import ValidationError
+
+    # Imported here: the WARC reader and Parquet writer come with the `warc` extra,
+    # which the rest of the command does not need.
+    try:
+        from orchestrator.warc import expand_paths
+        from orchestrator.warc_job import JobAbortedError, WarcJob, run_job, summary_table
+    except ImportError as exc:
+        console.print(f"[red]{exc}: install the `warc` extra (pip install 'boilerbench[warc]')")
+        raise typer.Exit(1) from None
 
     if out is None:
         raise typer.BadParameter("--warc needs --out (a .jsonl or .parquet file, or a folder)")

@@ -1,6 +1,6 @@
 """`boilerbench extract --warc`: one service's text for every HTML response of a crawl.
 
-Each page goes through shared.answer.answer_extract, the code every service runs on
+Each page goes through shared.answer.answer_extract (answer_page), the code every service runs on
 an /extract request with an HTML body: the project's decoder, the algorithm's options
 model, its extractor. In-process that happens in a pool of worker processes
 (shared.workers, the services' own pool, so a page past the time limit has its worker
@@ -30,8 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.warc import OddRecord, OtherRecord, WarcItem, WarcPage, read_warc
-from shared.answer import ServiceError, answer_extract, finish_reply, reply_head
-from shared.contract import Algorithm, PageError
+from shared.answer import ServiceError, finish_reply, page_query
 from shared.registry import get_service
 from shared.workers import (
     ExtractionFailedError,
@@ -95,26 +94,6 @@ class Tally:
                 or self.last_row_at <= self.first_row_at:
             return None
         return (self.counts["written"] - 1) / (self.last_row_at - self.first_row_at)
-
-
-def page_query(uri: str | None, options: dict[str, str]) -> dict[str, str]:
-    """The query parameters of an /extract request with an HTML body: the page's URL and
-    the algorithm's options."""
-    return {**options, "url": uri} if uri else dict(options)
-
-
-def answer_page(algorithm: Algorithm, data: bytes, query: dict[str, str]) -> Row:
-    """One page's reply, as a service would give it, computed here: the contract's reply
-    fields, or `error` (`code: detail`) where the page was refused or failed."""
-    started = time.perf_counter()
-    try:
-        partial = answer_extract(algorithm, reply_head(algorithm), data, "text/html", query)
-    except ServiceError as exc:
-        return {"error": f"{exc.error}: {exc.detail}"}
-    except PageError as exc:
-        return {"error": f"unprocessable_page: {exc}"}
-    reply: Row = orjson.loads(finish_reply(partial, (time.perf_counter() - started) * 1000))
-    return reply
 
 
 def page_row(page: WarcPage, reply: Row, blocks: bool) -> Row:

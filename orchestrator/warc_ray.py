@@ -1,7 +1,7 @@
 """`boilerbench extract --warc ... --ray`: the pages spread over a Ray cluster's CPUs.
 
 The driver (the `boilerbench` process) reads the WARC files and sends the pages in
-batches to Ray tasks of one CPU each; each task runs orchestrator.warc_job.answer_page,
+batches to Ray tasks of one CPU each; each task runs shared.answer.answer_page,
 the code the in-process job and every service run, and returns its rows, which the
 driver writes to the output folder's shards as they arrive. So the cluster needs no
 shared file system, only boilerbench with the service's extras on every node, and a
@@ -18,7 +18,8 @@ from itertools import islice
 from typing import Any
 
 from orchestrator.warc import WarcPage
-from orchestrator.warc_job import Row, WarcJob, answer_page, page_query, page_row
+from orchestrator.warc_job import Row, WarcJob, page_row
+from shared.answer import answer_page, page_query
 from shared.contract import Algorithm
 from shared.registry import get_service
 
