@@ -18,7 +18,7 @@ from itertools import islice
 from typing import Any
 
 from orchestrator.warc import WarcPage
-from orchestrator.warc_job import Row, WarcJob, page_row
+from orchestrator.warc_job import JobAbortedError, Row, WarcJob, page_row
 from shared.answer import answer_page, page_query
 from shared.contract import Algorithm
 from shared.registry import get_service
@@ -72,7 +72,11 @@ def run_on_ray(job: WarcJob, address: str, pages: Iterator[WarcPage],
             if not in_flight:
                 break
             ready, in_flight = ray.wait(in_flight, num_returns=1)
-            for row in ray.get(ready[0]):
+            try:
+                rows = ray.get(ready[0])
+            except ray.exceptions.RayError as exc:  # a node, a worker or an import failed
+                raise JobAbortedError(f"a Ray task failed: {exc}") from exc
+            for row in rows:
                 write(row)
     finally:
         ray.shutdown()

@@ -141,6 +141,8 @@ def answer_page(algorithm: Algorithm, data: bytes, query: dict[str, str]) -> dic
         return {"error": f"{exc.error}: {exc.detail}"}
     except PageError as exc:
         return {"error": f"unprocessable_page: {exc}"}
+    except Exception as exc:  # an extractor's bug fails its page, as in a worker
+        return {"error": f"extraction_failed: {type(exc).__name__}: {exc}"}
     elapsed_ms = (time.perf_counter() - started) * 1000
     reply: dict[str, Any] = orjson.loads(finish_reply(partial, elapsed_ms))
     return reply

@@ -309,3 +309,20 @@ def test_a_bad_line_inside_the_output_is_refused_not_cut(
     assert done.exit_code == 2
     assert "line 2" in done.output
     assert out.read_bytes() == before
+
+
+def test_answer_page_turns_every_page_failure_into_an_error_reply() -> None:
+    from shared.answer import answer_page
+    from tests.misbehaving_extractor import ALGORITHM
+
+    assert answer_page(ALGORITHM, b"<p>fine</p>", {"url": "https://a.example/",
+                                                   "label": "x"})["blocks"] == [
+        {"text": "<p>fine</p>", "is_content": True, "score": None, "path": "https://a.example/",
+         "label": "x"}]
+    assert answer_page(ALGORITHM, b"<p>refuse</p>", {})["error"].startswith(
+        "unprocessable_page")
+    assert answer_page(ALGORITHM, b"<p>raise</p>", {})["error"] == \
+        "extraction_failed: RuntimeError: a bug in the extractor"
+    assert answer_page(ALGORITHM, b"%PDF-1.4", {})["error"].startswith("not_html")
+    assert answer_page(ALGORITHM, b"<p>x</p>", {"bogus": "1"})["error"].startswith(
+        "invalid_options")
