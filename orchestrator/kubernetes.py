@@ -46,6 +46,10 @@ MIN_REPLICAS, MAX_REPLICAS = 1, 4
 # Headroom over the measured peak for a limit: pages up to MAX_BODY_BYTES parse into
 # trees many times their size, and the limit must not kill a worker on an ordinary page.
 LIMIT_HEADROOM_MIB = 256
+# The orchestrator API takes uploads (test-set archives) of up to its body limit,
+# BOILERBENCH_API_MAX_BODY_BYTES (256 MiB by default): spooled to /tmp as they arrive,
+# then read and unpacked in memory, so its /tmp and its memory limit make room for one.
+API_UPLOAD_MIB = 256
 STORE_SIZE = "5Gi"
 # The JVM (boilerpipe) takes longer than the Python services to get ready.
 STARTUP_SECONDS = 180
@@ -91,7 +95,7 @@ def _container(name: str, image: str, port: int, env: list[dict[str, Any]],
 
 def _deployment(name: str, component: str, container: dict[str, Any],
                 volumes: list[dict[str, Any]], annotations: dict[str, str] | None = None,
-                strategy: str = "RollingUpdate") -> dict[str, Any]:
+                strategy: str = "RollingUpdate", tmp_mib: int = 256) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name, "labels": _labels(name, component)}
     if annotations:
         metadata["annotations"] = annotations
@@ -113,7 +117,7 @@ def _deployment(name: str, component: str, container: dict[str, Any],
                     "containers": [container],
                     # Python's and the JVM's temporary files: the only writes of the
                     # algorithm services, whose root file system is read-only.
-                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": f"{tmp_mib}Mi"}},
                                 *volumes],
                 },
             },
@@ -152,11 +156,12 @@ def _mebibytes(mib: float, step: int) -> str:
     return f"{math.ceil(mib / step) * step}Mi"
 
 
-def memory_resources(peak_mib: float) -> dict[str, Any]:
+def memory_resources(peak_mib: float, headroom_mib: float = LIMIT_HEADROOM_MIB
+                     ) -> dict[str, Any]:
     """Requests and limits for a pod whose process tree peaked at `peak_mib`."""
     return {"requests": {"cpu": CPU_REQUEST, "memory": _mebibytes(peak_mib, 16)},
             "limits": {"cpu": CPU_LIMIT, "memory": _mebibytes(
-                max(2 * peak_mib, peak_mib + LIMIT_HEADROOM_MIB), 64)}}
+                max(2 * peak_mib, peak_mib + headroom_mib), 64)}}
 
 
 def algorithm_documents(name: str, port: int, peak_mib: float | None,
@@ -191,7 +196,7 @@ def orchestrator_documents(peak_mib: float) -> list[dict[str, Any]]:
         _secret_env("BOILERBENCH_SERVICE_TOKEN"),
     ]
     container = _container("orchestrator", "boilerbench/orchestrator:latest", ORCHESTRATOR_PORT,
-                           env, memory_resources(peak_mib),
+                           env, memory_resources(peak_mib, 2 * API_UPLOAD_MIB),
                            [{"name": "data", "mountPath": "/data"}])
     claim = {
         "apiVersion": "v1",
@@ -205,7 +210,7 @@ def orchestrator_documents(peak_mib: float) -> list[dict[str, Any]]:
     deployment = _deployment(
         "orchestrator", "orchestrator", container,
         [{"name": "data", "persistentVolumeClaim": {"claimName": "orchestrator-data"}}],
-        strategy="Recreate")
+        strategy="Recreate", tmp_mib=4 * API_UPLOAD_MIB)
     return [claim, deployment, _service("orchestrator", "orchestrator", ORCHESTRATOR_PORT)]
 
 
