@@ -1,7 +1,7 @@
 """`boilerbench extract --warc`: one service's text for every HTML response of a crawl.
 
-Each page goes through shared.answer.answer_extract (answer_page), the code every service runs on
-an /extract request with an HTML body: the project's decoder, the algorithm's options
+Each page goes through shared.answer.answer_extract, the code every service runs on an
+/extract request with an HTML body: the project's decoder, the algorithm's options
 model, its extractor. In-process that happens in a pool of worker processes
 (shared.workers, the services' own pool, so a page past the time limit has its worker
 killed and costs that page only); with `--url` a running service does it; on Ray
