@@ -15,6 +15,7 @@ record ids already there (cutting off a last line torn by the kill) and skips th
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
@@ -305,7 +306,12 @@ def run_job(job: WarcJob, console: Console, ray_address: str | None = None,
     sink = open_sink(job.out, job.blocks, job.shard_rows, shards_only=ray_address is not None)
     tally = Tally()
     done = sink.done_ids()
-    pages = pending_pages(job, done, tally)
+    pending = pending_pages(job, done, tally)
+    first = next(pending, None)
+    if first is None:  # nothing left to do: no workers or cluster started for it
+        sink.close()
+        return tally
+    pages = itertools.chain([first], pending)
     try:
         with job_progress(console) as progress:
             task = progress.add_task(f"{job.service} ", total=None)

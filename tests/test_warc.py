@@ -157,8 +157,9 @@ def test_a_killed_job_resumes_without_losing_or_repeating_records(
     rows = read_rows(out)
     assert sorted(str(r["record_id"]) for r in rows) == sorted(p.record_id for p in pages)
     assert all(r["error"] is None for r in rows)
-    again = run_cli("extract", "--warc", str(path), "--service", SERVICE, "--out", str(out))
-    assert again.returncode == 0, again.stderr
+    again = CliRunner().invoke(app, ["extract", "--warc", str(path), "--service", SERVICE,
+                                     "--out", str(out)])
+    assert again.exit_code == 0, again.output
     assert len(read_rows(out)) == len(pages)
 
 
