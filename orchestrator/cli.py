@@ -19,6 +19,7 @@ app = typer.Typer(
 from orchestrator import (  # noqa: E402
     commands_run,  # noqa: F401
     commands_services,  # noqa: F401
+    kubernetes,  # noqa: F401
 )
 from orchestrator.commands_docker import docker_app  # noqa: E402
 from orchestrator.commands_train import train_app  # noqa: E402

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -18,6 +19,7 @@ from rich.table import Table
 
 from orchestrator.cli import app
 from orchestrator.launcher import LocalStack, StackError, parse_service_list
+from shared.answer import answer_page, page_query, validation_message
 from shared.decoding import NotHTMLError, decode_html
 from shared.registry import SERVICES, get_service
 
@@ -69,17 +71,40 @@ def up(
 
 @app.command()
 def extract(
-    page: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="An HTML file.")],
+    inputs: Annotated[list[str], typer.Argument(
+        metavar="PAGE | FILE_OR_GLOB...",
+        help="An HTML file; with --warc, WARC files or globs (quoted globs are expanded "
+             "here).")],
     service: Annotated[str, typer.Option(help="Service name.")] = "justext",
     url: Annotated[str | None, typer.Option(
-        help="Base URL of the service (default: http://127.0.0.1:<its port>).")] = None,
+        help="Base URL of the service (default: http://127.0.0.1:<its port>; with --warc "
+             "the job runs in-process unless --url is given).")] = None,
     page_url: Annotated[str | None, typer.Option(help="The page's own URL, if known.")] = None,
     options: Annotated[str, typer.Option(help="Options as a JSON object.")] = "{}",
     in_process: Annotated[bool, typer.Option(
         "--in-process", help="Run the extractor here, without HTTP.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole reply.")] = False,
+    warc: Annotated[bool, typer.Option(
+        "--warc", help="Extract every HTML response of the WARC files named.")] = False,
+    out: Annotated[Path | None, typer.Option(
+        help="With --warc: a .jsonl or .parquet file, or a folder of JSONL shards. A "
+             "re-run skips the records already written there.")] = None,
+    blocks: Annotated[bool, typer.Option(
+        "--blocks", help="With --warc: write each page's blocks too.")] = False,
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="With --warc: pages at a time (processes in-process, requests with "
+                    "--url, local Ray CPUs with --ray auto; default: all cores).")] = None,
+    ray: Annotated[str | None, typer.Option(
+        "--ray", metavar="auto|ADDRESS",
+        help="With --warc: run on Ray, a local one started for the job (auto) or the "
+             "cluster at ADDRESS; OUT must be a folder.")] = None,
+    time_limit: Annotated[float, typer.Option(
+        min=0.1, help="With --warc: seconds per page before its worker is killed.")] = 10.0,
+    shard_rows: Annotated[int, typer.Option(
+        min=1, help="With --warc and a folder OUT: rows per shard.")] = 10_000,
 ) -> None:
-    """Print the text one service extracts from PAGE."""
+    """Print the text one service extracts from PAGE, or with --warc, write the text of
+    every HTML page in a crawl to OUT."""
     try:
         entry = get_service(service)
     except KeyError as exc:
@@ -88,6 +113,15 @@ def extract(
         parsed_options = json.loads(options)
     except json.JSONDecodeError as exc:
         raise typer.BadParameter(f"--options is not JSON: {exc}") from None
+    if not isinstance(parsed_options, dict):
+        raise typer.BadParameter("--options must be a JSON object")
+    if warc:
+        _extract_warc(inputs, entry.name, out, parsed_options, url, ray, blocks,
+                      workers or os.cpu_count() or 1, time_limit, shard_rows)
+        return
+    if len(inputs) != 1 or not Path(inputs[0]).is_file():
+        raise typer.BadParameter("name one HTML file (or pass --warc for WARC files)")
+    page = Path(inputs[0])
     if in_process:
         reply = _extract_in_process(entry.name, page.read_bytes(), parsed_options, page_url)
     else:
@@ -99,25 +133,66 @@ def extract(
         sys.stdout.write(f"{reply['text']}\n")
 
 
+def query_options(options: dict[str, object]) -> dict[str, str]:
+    """Options as the query parameters of an /extract request with an HTML body (which
+    the algorithm's options model reads in lax mode: "3" as 3, "true" as True)."""
+    query: dict[str, str] = {}
+    for key, value in options.items():
+        if isinstance(value, dict | list) or value is None:
+            raise typer.BadParameter(f"option {key!r}: only numbers, strings and booleans "
+                                     "pass to a page given as HTML")
+        query[key] = json.dumps(value) if isinstance(value, bool) else str(value)
+    return query
+
+
 def _extract_in_process(name: str, data: bytes, options: dict[str, object],
                         page_url: str | None) -> dict[str, object]:
-    import time
+    reply = answer_page(get_service(name).algorithm(), data,
+                        page_query(page_url, query_options(options)))
+    if reply.get("error") is not None:
+        console.print(f"[red]{reply['error']}")
+        raise typer.Exit(1)
+    return reply
 
+
+def _extract_warc(patterns: list[str], name: str, out: Path | None,
+                  options: dict[str, object], url: str | None, ray_address: str | None,
+                  blocks: bool, workers: int, time_limit: float, shard_rows: int) -> None:
     from pydantic import ValidationError
 
-    algorithm = get_service(name).algorithm()
+    # Imported here: the WARC reader and Parquet writer come with the `warc` extra,
+    # which the rest of the command does not need.
     try:
-        html = decode_html(data)
-        started = time.perf_counter()
-        body = algorithm.run(html, options, page_url)
-    except (NotHTMLError, ValidationError, ValueError) as exc:
-        console.print(f"[red]{type(exc).__name__}: {exc}")
+        from orchestrator.warc import expand_paths
+        from orchestrator.warc_job import JobAbortedError, WarcJob, run_job, summary_table
+    except ImportError as exc:
+        console.print(f"[red]{exc}: install the `warc` extra (pip install 'boilerbench[warc]')")
         raise typer.Exit(1) from None
-    return {
-        "algorithm": algorithm.name, "version": algorithm.version, "text": body.text,
-        "blocks": [dataclasses.asdict(b) for b in body.blocks],
-        "elapsed_ms": round((time.perf_counter() - started) * 1000, 3),
-    }
+
+    if out is None:
+        raise typer.BadParameter("--warc needs --out (a .jsonl or .parquet file, or a folder)")
+    if url is not None and ray_address is not None:
+        raise typer.BadParameter("--url and --ray exclude each other")
+    query = query_options(options)
+    try:
+        get_service(name).algorithm().options_model.model_validate(query)
+    except ValidationError as exc:
+        raise typer.BadParameter(f"--options: {validation_message(exc)}") from None
+    try:
+        paths = expand_paths(patterns)
+    except FileNotFoundError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    job = WarcJob(paths=paths, service=name, out=out, options=query, blocks=blocks,
+                  workers=workers, url=url, time_limit_s=time_limit, shard_rows=shard_rows)
+    started = time.monotonic()
+    try:
+        tally = run_job(job, console, ray_address)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    except JobAbortedError as exc:
+        console.print(f"[red]stopped: {exc}; the rows written so far stay, a re-run resumes")
+        raise typer.Exit(1) from None
+    console.print(summary_table(job, tally, time.monotonic() - started))
 
 
 def _extract_over_http(base: str, data: bytes, options: dict[str, object],

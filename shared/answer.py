@@ -11,12 +11,13 @@ with no str or Block ever copied between the two processes.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from shared.contract import Algorithm, Block, ExtractRequest
+from shared.contract import Algorithm, Block, ExtractRequest, PageError
 from shared.decoding import NotHTMLError, check_html, decode_html
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -120,3 +121,28 @@ def finish_reply(partial: bytes, elapsed_ms: float) -> bytes:
     the service process can measure (the worker's part and the hand-over to it)."""
     elapsed = orjson.dumps(round(max(elapsed_ms, 0.0), 3))
     return b"".join((partial, b',"elapsed_ms":', elapsed, b"}"))
+
+
+def page_query(uri: str | None, options: dict[str, str]) -> dict[str, str]:
+    """The query parameters of an /extract request with an HTML body: the page's URL and
+    the algorithm's options."""
+    return {**options, "url": uri} if uri else dict(options)
+
+
+def answer_page(algorithm: Algorithm, data: bytes, query: dict[str, str]) -> dict[str, Any]:
+    """One page's reply, as a service would give it, computed in this process (for
+    callers without a worker pool: `boilerbench extract --in-process`, Ray tasks): the
+    contract's reply fields, or `error` (`code: detail`) where the page was refused or
+    the extractor refused it."""
+    started = time.perf_counter()
+    try:
+        partial = answer_extract(algorithm, reply_head(algorithm), data, "text/html", query)
+    except ServiceError as exc:
+        return {"error": f"{exc.error}: {exc.detail}"}
+    except PageError as exc:
+        return {"error": f"unprocessable_page: {exc}"}
+    except Exception as exc:  # an extractor's bug fails its page, as in a worker
+        return {"error": f"extraction_failed: {type(exc).__name__}: {exc}"}
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    reply: dict[str, Any] = orjson.loads(finish_reply(partial, elapsed_ms))
+    return reply

@@ -1,0 +1,134 @@
+"""Resident memory of each algorithm service as deployed: the whole process tree
+(uvicorn and its extraction workers, `BOILERBENCH_WORKERS` of them, 2 as in
+docker-compose.yml and the Kubernetes manifests) after warm-up and at its peak over a
+dataset's pages; and the orchestrator API's through a run. The Kubernetes manifests
+(deploy/kubernetes) take their memory requests and limits from the JSON this writes.
+
+    python benchmarks/service_memory.py [--services bte,cetd] [--dataset scrapinghub]
+
+Writes benchmarks/results/service_memory.json and .md (services not named keep their
+earlier figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import common  # noqa: F401  (puts the repository on sys.path)
+import httpx
+
+from orchestrator.launcher import LocalStack, free_port, wait_healthy
+from shared.datasets import dataset_dir
+from shared.registry import SERVICES
+from tests.test_memory import tree_rss_bytes
+
+RESULTS = Path(__file__).resolve().parent / "results"
+WORKERS = 2
+WARM_UP_PAGES = 20
+
+
+def measure(name: str, pages: list[bytes]) -> dict[str, float]:
+    """Tree RSS in MB of service `name` after WARM_UP_PAGES pages and at its peak."""
+    with LocalStack([name], env={"BOILERBENCH_WORKERS": str(WORKERS)}) as stack:
+        url = stack.urls()[name]
+        pid = stack.processes[name].process.pid
+        peak = after_warm_up = 0
+        with httpx.Client(timeout=60.0) as client:
+            for i, page in enumerate(pages, 1):
+                client.post(f"{url}/extract", content=page,
+                            headers={"content-type": "text/html"})
+                rss = tree_rss_bytes(pid)
+                peak = max(peak, rss)
+                if i == WARM_UP_PAGES:
+                    after_warm_up = rss
+    return {"workers": WORKERS, "pages": len(pages),
+            "rss_after_warm_up_mb": round(after_warm_up / 2**20, 1),
+            "peak_rss_mb": round(peak / 2**20, 1)}
+
+
+def measure_orchestrator(folder: Path, service: str = "bte") -> dict[str, float]:
+    """Tree RSS in MB of the orchestrator API (uvicorn, as its image runs it) through a
+    run of one service (running beside it) over a dataset, with the results pages and
+    reports it writes."""
+    with tempfile.TemporaryDirectory() as data, \
+            LocalStack([service], env={"BOILERBENCH_WORKERS": str(WORKERS)}) as stack:
+        port = free_port()
+        env = {**os.environ, "BOILERBENCH_MODE": "http", "BOILERBENCH_SERVICES": service,
+               "BOILERBENCH_URLS": json.dumps(stack.urls()),
+               "BOILERBENCH_STORE": f"{data}/store.sqlite",
+               "BOILERBENCH_OUTPUT_FOLDER": f"{data}/results"}
+        api = subprocess.Popen([sys.executable, "-m", "uvicorn", "orchestrator.api:app_factory",
+                                "--factory", "--port", str(port)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_healthy(url, 60.0, api)
+            idle = tree_rss_bytes(api.pid)
+            peak = idle
+            with httpx.Client(timeout=60.0) as client:
+                run = client.post(f"{url}/runs", json={"dataset": [str(folder)],
+                                                      "services": [service]}).json()
+                while client.get(f"{url}/runs/{run['id']}").json()["status"] not in (
+                        "finished", "failed"):
+                    peak = max(peak, tree_rss_bytes(api.pid))
+                    time.sleep(0.2)
+        finally:
+            api.terminate()
+            api.wait(10)
+    return {"workers": 0, "pages": len(list((folder / "html").glob("*.html"))),
+            "rss_after_warm_up_mb": round(idle / 2**20, 1),
+            "peak_rss_mb": round(peak / 2**20, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--services", default=",".join([*SERVICES, "orchestrator"]))
+    parser.add_argument("--dataset", default="scrapinghub")
+    args = parser.parse_args()
+    folder = dataset_dir(args.dataset)
+    if folder is None:
+        raise SystemExit(f"dataset {args.dataset} not found (set BOILERBENCH_DATASETS)")
+    pages = [p.read_bytes() for p in sorted((folder / "html").glob("*.html"))]
+    path = RESULTS / "service_memory.json"
+    results = json.loads(path.read_text()) if path.exists() else {"services": {}}
+    for name in args.services.split(","):
+        started = time.monotonic()
+        results["services"][name] = measure_orchestrator(folder) if name == "orchestrator" \
+            else measure(name, pages)
+        print(name, results["services"][name], f"{time.monotonic() - started:.0f} s",
+              flush=True)
+    results.update(
+        measured=datetime.now(UTC).isoformat(timespec="seconds"),
+        machine=f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+                f"Python {platform.python_version()}",
+        command="python benchmarks/service_memory.py "
+                + (f"--services {args.services} " if args.services != parser.get_default("services")
+                   else "") + f"--dataset {args.dataset}")
+    results["services"] = dict(sorted(results["services"].items()))
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    lines = ["# Service memory", "",
+             f"Measured {results['measured']} on {results['machine']}.",
+             f"Command: `{results['command']}`.", "",
+             f"The process tree's resident set (uvicorn + {WORKERS} extraction workers) "
+             f"after {WARM_UP_PAGES} pages and its peak over all {args.dataset} pages, "
+             "sent one at a time as text/html; the orchestrator's row: its API process "
+             f"idle and at its peak through a run of bte over the {args.dataset} pages "
+             "(bte running beside it). deploy/kubernetes takes its memory requests "
+             "and limits from these figures.", "",
+             "| service | pages | RSS after warm-up MB | peak RSS MB |", "|---|---:|---:|---:|"]
+    lines += [f"| {n} | {r['pages']} | {r['rss_after_warm_up_mb']} | {r['peak_rss_mb']} |"
+              for n, r in results["services"].items()]
+    (RESULTS / "service_memory.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

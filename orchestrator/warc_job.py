@@ -1,0 +1,442 @@
+"""`boilerbench extract --warc`: one service's text for every HTML response of a crawl.
+
+Each page goes through shared.answer.answer_extract, the code every service runs on an
+/extract request with an HTML body: the project's decoder, the algorithm's options
+model, its extractor. In-process that happens in a pool of worker processes
+(shared.workers, the services' own pool, so a page past the time limit has its worker
+killed and costs that page only); with `--url` a running service does it; on Ray
+(orchestrator.warc_ray) the cluster's worker processes do.
+
+Resuming: each row is written and flushed as its page completes, so a killed job
+loses at most the pages in flight. A new run over the same output first reads the
+record ids already there (cutting off a last line torn by the kill) and skips them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import httpx
+import orjson
+from rich.console import Console
+from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TextColumn
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.warc import OddRecord, OtherRecord, WarcItem, WarcPage, read_warc
+from shared.answer import ServiceError, finish_reply, page_query
+from shared.registry import get_service
+from shared.workers import (
+    ExtractionFailedError,
+    ExtractionTimeoutError,
+    PoolBusyError,
+    WorkerPool,
+)
+
+Row = dict[str, Any]
+# How often a service that cannot be reached is tried again before the job stops.
+_HTTP_ATTEMPTS = 3
+
+
+class JobAbortedError(Exception):
+    """The job cannot go on (a service out of reach); what was written stays."""
+
+
+@dataclass(frozen=True)
+class WarcJob:
+    """What `boilerbench extract --warc` was asked to do."""
+
+    paths: list[Path]
+    service: str
+    out: Path
+    options: dict[str, str] = field(default_factory=dict)
+    blocks: bool = False
+    workers: int = 1
+    url: str | None = None
+    time_limit_s: float = 10.0
+    shard_rows: int = 10_000
+
+
+@dataclass
+class Tally:
+    """What the job met: pages written and failed, records skipped and why."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    # When the first and the last row were written (time.monotonic()): the steady
+    # rate leaves out the start-up of the workers or the cluster.
+    first_row_at: float | None = None
+    last_row_at: float | None = None
+
+    def odd(self, record: OddRecord, path: Path) -> None:
+        self.counts[record.kind] += 1
+        found = self.examples.setdefault(record.kind, [])
+        if len(found) < 3:
+            found.append(f"{path.name}: {record.record_id or '(no id)'}: {record.detail}")
+
+    def row(self, row: Row) -> None:
+        self.last_row_at = time.monotonic()
+        if self.first_row_at is None:
+            self.first_row_at = self.last_row_at
+        self.counts["written"] += 1
+        if row["error"] is not None:
+            self.counts["extraction errors"] += 1
+
+    def records_per_second(self) -> float | None:
+        """Rows per second from the first row to the last (None under two rows)."""
+        if self.first_row_at is None or self.last_row_at is None \
+                or self.last_row_at <= self.first_row_at:
+            return None
+        return (self.counts["written"] - 1) / (self.last_row_at - self.first_row_at)
+
+
+def page_row(page: WarcPage, reply: Row, blocks: bool) -> Row:
+    """The output row of one page from its reply (or its error)."""
+    row: Row = {"record_id": page.record_id, "uri": page.uri, "date": page.date,
+                "text": reply.get("text"), "elapsed_ms": reply.get("elapsed_ms"),
+                "error": reply.get("error")}
+    if blocks:
+        row["blocks"] = reply.get("blocks")
+    return row
+
+
+# --- output ------------------------------------------------------------------------
+
+
+class RowSink(Protocol):
+    def done_ids(self) -> set[str]: ...
+
+    def write(self, row: Row) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _read_jsonl_ids(path: Path) -> set[str]:
+    """Record ids of a JSONL file's rows, read line by line. A last line torn by a kill
+    (no newline, or not a row) is cut off, so the file takes appended rows cleanly; a
+    bad line before the last is not a kill's doing, and is refused (ValueError) rather
+    than cut off with the rows after it."""
+    ids: set[str] = set()
+    if not path.exists():
+        return ids
+    good = 0
+    with path.open("r+b") as stream:
+        for number, line in enumerate(stream, 1):
+            try:
+                row = orjson.loads(line)
+                ids.add(str(row["record_id"]))
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                if stream.read(1):
+                    raise ValueError(f"{path}, line {number}, is not an output row: "
+                                     "fix or remove it, then run again") from None
+                break
+            if not line.endswith(b"\n"):
+                break
+            good += len(line)
+        if good < stream.seek(0, 2):
+            stream.truncate(good)
+    return ids
+
+
+class JsonlSink:
+    """Rows appended to one JSONL file, each flushed as it is written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stream: IO[bytes] | None = None
+
+    def done_ids(self) -> set[str]:
+        return _read_jsonl_ids(self.path)
+
+    def write(self, row: Row) -> None:
+        if self._stream is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._stream = self.path.open("ab")
+        self._stream.write(orjson.dumps(row) + b"\n")
+        self._stream.flush()
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+
+class ShardSink:
+    """A folder of JSONL shards (`part-00000.jsonl`, ...), a new one every `shard_rows`
+    rows; a resumed job starts new shards after the ones there."""
+
+    def __init__(self, folder: Path, shard_rows: int) -> None:
+        self.folder = folder
+        self.shard_rows = shard_rows
+        self._current: JsonlSink | None = None
+        self._rows = 0
+        self._next = 0
+
+    def done_ids(self) -> set[str]:
+        ids: set[str] = set()
+        for shard in sorted(self.folder.glob("part-*.jsonl")):
+            ids |= _read_jsonl_ids(shard)
+            self._next = max(self._next, int(shard.stem.removeprefix("part-")) + 1)
+        return ids
+
+    def write(self, row: Row) -> None:
+        if self._current is None or self._rows >= self.shard_rows:
+            self.close()
+            self._current = JsonlSink(self.folder / f"part-{self._next:05d}.jsonl")
+            self._next += 1
+            self._rows = 0
+        self._current.write(row)
+        self._rows += 1
+
+    def close(self) -> None:
+        if self._current is not None:
+            self._current.close()
+
+
+class ParquetSink:
+    """A Parquet file. Parquet cannot be appended to row by row, so rows go to a JSONL
+    journal beside it (`OUT.parquet.partial.jsonl`) as they complete; at the end the
+    journal's rows join the file's (rewritten whole, through a temporary file) and the
+    journal goes."""
+
+    def __init__(self, path: Path, blocks: bool) -> None:
+        self.path = path
+        self.blocks = blocks
+        self.journal = JsonlSink(path.with_name(path.name + ".partial.jsonl"))
+
+    def done_ids(self) -> set[str]:
+        import pyarrow.parquet as pq
+
+        ids = self.journal.done_ids()
+        if self.path.exists():
+            ids |= {str(i) for i in pq.read_table(self.path, columns=["record_id"])
+                    .column("record_id").to_pylist()}
+        return ids
+
+    def write(self, row: Row) -> None:
+        self.journal.write(row)
+
+    def close(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.journal.close()
+        if not self.journal.path.exists():
+            return
+        rows = [orjson.loads(line) for line in self.journal.path.read_bytes().splitlines()]
+        table = pa.Table.from_pylist(rows, schema=row_schema(self.blocks))
+        if self.path.exists():
+            table = pa.concat_tables([pq.read_table(self.path), table])
+        partial = self.path.with_name(self.path.name + ".tmp")
+        pq.write_table(table, partial)
+        partial.replace(self.path)
+        self.journal.path.unlink()
+
+
+def row_schema(blocks: bool) -> Any:
+    """The Arrow schema of the output rows."""
+    import pyarrow as pa
+
+    fields = [("record_id", pa.string()), ("uri", pa.string()), ("date", pa.string()),
+              ("text", pa.string()), ("elapsed_ms", pa.float64()), ("error", pa.string())]
+    if blocks:
+        block = pa.struct([("text", pa.string()), ("is_content", pa.bool_()),
+                           ("score", pa.float64()), ("path", pa.string()),
+                           ("label", pa.string())])
+        fields.append(("blocks", pa.list_(block)))
+    return pa.schema(fields)
+
+
+def open_sink(out: Path, blocks: bool, shard_rows: int, shards_only: bool = False) -> RowSink:
+    """The sink OUT names: a `.jsonl` or `.parquet` file, or else a folder of shards."""
+    suffix = out.suffix.lower()
+    if suffix in (".jsonl", ".parquet") and not out.is_dir():
+        if shards_only:
+            raise ValueError(f"{out} is a file; this job writes shards: name a folder")
+        return JsonlSink(out) if suffix == ".jsonl" else ParquetSink(out, blocks)
+    return ShardSink(out, shard_rows)
+
+
+# --- reading -----------------------------------------------------------------------
+
+
+def pending_pages(job: WarcJob, done: set[str], tally: Tally) -> Iterator[WarcPage]:
+    """The job's HTML pages not written yet, in file order; everything else counted."""
+    for path in job.paths:
+        item: WarcItem
+        for item in read_warc(path):
+            if isinstance(item, WarcPage):
+                if item.record_id in done:
+                    tally.counts["already written"] += 1
+                    continue
+                done.add(item.record_id)
+                tally.counts["HTML pages"] += 1
+                yield item
+            elif isinstance(item, OddRecord):
+                tally.odd(item, path)
+            elif isinstance(item, OtherRecord):
+                tally.counts["other record types"] += 1
+
+
+# --- running -----------------------------------------------------------------------
+
+
+class RecordsPerSecondColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        return Text(f"{task.speed or 0.0:,.1f} records/s", style="progress.data.speed")
+
+
+def job_progress(console: Console) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                    TextColumn("{task.completed:,.0f} records"), RecordsPerSecondColumn(),
+                    TextColumn("{task.elapsed:,.0f} s"), console=console)
+
+
+def run_job(job: WarcJob, console: Console, ray_address: str | None = None,
+            on_row: Callable[[Row], None] | None = None) -> Tally:
+    """Run the job to the end (or until it cannot go on); return what it met.
+    `on_row` is called after each row is written (benchmarks time the rows with it)."""
+    sink = open_sink(job.out, job.blocks, job.shard_rows, shards_only=ray_address is not None)
+    tally = Tally()
+    done = sink.done_ids()
+    pending = pending_pages(job, done, tally)
+    first = next(pending, None)
+    if first is None:  # nothing left to do: no workers or cluster started for it
+        sink.close()
+        return tally
+    pages = itertools.chain([first], pending)
+    try:
+        with job_progress(console) as progress:
+            task = progress.add_task(f"{job.service} ", total=None)
+
+            def write(row: Row) -> None:
+                sink.write(row)
+                tally.row(row)
+                progress.advance(task)
+                if on_row is not None:
+                    on_row(row)
+
+            if ray_address is not None:
+                from orchestrator.warc_ray import run_on_ray
+
+                run_on_ray(job, ray_address, pages, write)
+            else:
+                asyncio.run(_run_local(job, pages, write))
+    finally:
+        sink.close()
+    return tally
+
+
+async def _run_local(job: WarcJob, pages: Iterator[WarcPage], write: Callable[[Row], None]
+                     ) -> None:
+    """Every page through the worker pool or the service, `job.workers` at a time."""
+    extract: Callable[[WarcPage], Coroutine[Any, Any, Row]]
+    pool: WorkerPool | None = None
+    client: httpx.AsyncClient | None = None
+    if job.url is None:
+        pool = WorkerPool(get_service(job.service).module, job.workers)
+        await pool.start()
+        extract = _pool_extract(job, pool)
+    else:
+        client = httpx.AsyncClient(timeout=job.time_limit_s + 30.0)
+        extract = _http_extract(job, client)
+    slots = asyncio.Semaphore(job.workers)
+    running: set[asyncio.Task[None]] = set()
+    failure: list[BaseException] = []
+
+    async def one(page: WarcPage) -> None:
+        try:
+            write(page_row(page, await extract(page), job.blocks))
+        except JobAbortedError as exc:
+            failure.append(exc)
+        finally:
+            slots.release()
+
+    try:
+        for page in pages:
+            await slots.acquire()
+            if failure:
+                break
+            task = asyncio.create_task(one(page))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        if running:
+            await asyncio.gather(*running)
+    finally:
+        if pool is not None:
+            await pool.close()
+        if client is not None:
+            await client.aclose()
+    if failure:
+        raise failure[0]
+
+
+def _pool_extract(job: WarcJob, pool: WorkerPool) -> Callable[[WarcPage], Coroutine[Any, Any, Row]]:
+    async def extract(page: WarcPage) -> Row:
+        started = time.perf_counter()
+        try:
+            result = await pool.run(page.body, "text/html", page_query(page.uri, job.options),
+                                    job.time_limit_s)
+        except ServiceError as exc:
+            return {"error": f"{exc.error}: {exc.detail}"}
+        except (ExtractionTimeoutError, ExtractionFailedError, PoolBusyError) as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        elapsed = (time.perf_counter() - started) * 1000
+        reply: Row = orjson.loads(finish_reply(result.partial_reply, elapsed))
+        return reply
+
+    return extract
+
+
+def _http_extract(job: WarcJob, client: httpx.AsyncClient
+                  ) -> Callable[[WarcPage], Coroutine[Any, Any, Row]]:
+    endpoint = f"{(job.url or '').rstrip('/')}/extract"
+
+    async def extract(page: WarcPage) -> Row:
+        problem = ""
+        for attempt in range(_HTTP_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(0.5 * 2 ** attempt)
+            try:
+                reply = await client.post(endpoint, content=page.body,
+                                          params=page_query(page.uri, job.options),
+                                          headers={"content-type": "text/html"})
+            except httpx.TransportError as exc:
+                problem = f"cannot reach {endpoint}: {type(exc).__name__}: {exc}"
+                continue
+            if reply.status_code in (401, 503):  # not ready, or no token: not the page
+                problem = f"{endpoint} answered {reply.status_code}: {reply.text[:200]}"
+                continue
+            try:
+                body: Row = reply.json()
+            except ValueError:
+                body = {"error": "bad_reply", "detail": reply.text[:200]}
+            if reply.status_code != 200:
+                return {"error": f"{body.get('error')}: {body.get('detail')}"}
+            return body
+        raise JobAbortedError(problem)
+
+    return extract
+
+
+def summary_table(job: WarcJob, tally: Tally, seconds: float) -> Table:
+    """The end-of-job report: counts, and a few examples of each odd kind."""
+    rate = tally.records_per_second()
+    table = Table(title=f"{job.service} over {len(job.paths)} WARC file(s) in {seconds:,.1f} s"
+                  + (f", {rate:,.1f} records/s after the first" if rate else ""))
+    table.add_column("records")
+    table.add_column("count", justify="right")
+    table.add_column("examples")
+    order = ("HTML pages", "written", "extraction errors", "already written",
+             "not_html", "truncated", "malformed", "other record types")
+    for key in order:
+        table.add_row(key.replace("_", " "), f"{tally.counts[key]:,}",
+                      "\n".join(tally.examples.get(key, [])))
+    return table

@@ -1,0 +1,82 @@
+"""`boilerbench extract --warc ... --ray`: the pages spread over a Ray cluster's CPUs.
+
+The driver (the `boilerbench` process) reads the WARC files and sends the pages in
+batches to Ray tasks of one CPU each; each task runs shared.answer.answer_page,
+the code the in-process job and every service run, and returns its rows, which the
+driver writes to the output folder's shards as they arrive. So the cluster needs no
+shared file system, only boilerbench with the service's extras on every node, and a
+resumed job reads its progress from the shards as the local one does. At most
+`2 x CPUs` batches are in flight, so memory stays bounded whatever the crawl's size.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from functools import cache
+from itertools import islice
+from typing import Any
+
+from orchestrator.warc import WarcPage
+from orchestrator.warc_job import JobAbortedError, Row, WarcJob, page_row
+from shared.answer import answer_page, page_query
+from shared.contract import Algorithm
+from shared.registry import get_service
+
+# Pages per task: enough that Ray's per-task cost (scheduling, object transfer) is
+# small beside extraction, few enough that a killed job loses little.
+BATCH_PAGES = 8
+
+
+@cache
+def _algorithm(service: str) -> Algorithm:
+    """The algorithm, loaded and warmed once per Ray worker process."""
+    algorithm = get_service(service).algorithm()
+    algorithm.warm_up()
+    return algorithm
+
+
+def extract_batch(service: str, options: dict[str, str], blocks: bool,
+                  pages: list[WarcPage]) -> list[Row]:
+    """Rows of a batch of pages (the body of a Ray task)."""
+    algorithm = _algorithm(service)
+    return [page_row(page, answer_page(algorithm, page.body, page_query(page.uri, options)),
+                     blocks) for page in pages]
+
+
+def run_on_ray(job: WarcJob, address: str, pages: Iterator[WarcPage],
+               write: Callable[[Row], None]) -> None:
+    """Run the job's pages on Ray: `address` "auto" starts a local Ray for the job
+    with `job.workers` CPUs, anything else is a running cluster's address."""
+    import ray
+
+    if address == "auto":
+        ray.init(num_cpus=job.workers, include_dashboard=False, logging_level=logging.WARNING,
+                 log_to_driver=False)
+    else:
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        remote = ray.remote(num_cpus=1)(extract_batch)
+        cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]
+        window = 2 * max(1, int(cpus))
+        in_flight: list[Any] = []
+        batches = iter(lambda: list(islice(pages, BATCH_PAGES)), [])
+        exhausted = False
+        while in_flight or not exhausted:
+            while not exhausted and len(in_flight) < window:
+                batch = next(batches, None)
+                if batch is None:
+                    exhausted = True
+                    break
+                in_flight.append(remote.remote(job.service, job.options, job.blocks, batch))
+            if not in_flight:
+                break
+            ready, in_flight = ray.wait(in_flight, num_returns=1)
+            try:
+                rows = ray.get(ready[0])
+            except ray.exceptions.RayError as exc:  # a node, a worker or an import failed
+                raise JobAbortedError(f"a Ray task failed: {exc}") from exc
+            for row in rows:
+                write(row)
+    finally:
+        ray.shutdown()

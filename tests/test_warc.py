@@ -1,0 +1,336 @@
+"""`boilerbench extract --warc`: a crawl's HTML pages give the text that
+`boilerbench extract PAGE --in-process` gives for each; odd records are counted, never
+fatal; a job killed with SIGKILL resumes without losing or repeating a record; the same
+rows come out of a local Ray."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.warc import OddRecord, OtherRecord, WarcPage, read_warc, sniff_html
+from tests.warc_files import Response, dataset_responses, warc_record, write_warc
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVICE = "bte"
+# The `boilerbench` command, run by this interpreter.
+CLI = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
+PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n"
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def read_rows(out: Path) -> list[dict[str, object]]:
+    files = sorted(out.glob("part-*.jsonl")) if out.is_dir() else [out]
+    return [orjson.loads(line) for f in files for line in f.read_bytes().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def crawl(tmp_path_factory: pytest.TempPathFactory, scrapinghub: Path
+          ) -> tuple[Path, list[Response]]:
+    """Five HTML responses from the dataset (one without a Content-Type, found by
+    sniffing), then a PDF, a record cut short, a binary response without a
+    Content-Type and a garbled gzip member."""
+    pages = dataset_responses(scrapinghub / "html", 5, step=37)
+    pages[2] = Response(pages[2].uri, pages[2].body, None, 0, pages[2].record_id)
+    path = tmp_path_factory.mktemp("crawl") / "crawl.warc.gz"
+    odd = [
+        Response("https://pages.example/report.pdf", PDF, "application/pdf"),
+        Response("https://pages.example/cut", pages[0].body, declared_extra=4000),
+        Response("https://pages.example/blob", bytes(range(256)) * 8, None),
+        gzip.compress(b"this is no WARC record\r\n\r\n"),
+    ]
+    written = write_warc(path, [*pages[:3], *odd[:2], *pages[3:], *odd[2:]])
+    return path, [r for r in written if r in pages]
+
+
+def test_reader_classifies_every_record(crawl: tuple[Path, list[Response]]) -> None:
+    path, pages = crawl
+    items = list(read_warc(path))
+    assert [i.record_id for i in items if isinstance(i, WarcPage)] == \
+        [p.record_id for p in pages]
+    odd = [i for i in items if isinstance(i, OddRecord)]
+    assert sorted(i.kind for i in odd) == ["malformed", "not_html", "not_html", "truncated"]
+    assert sum(isinstance(i, OtherRecord) for i in items) == 1  # the warcinfo record
+
+
+def test_sniffing_tells_html_from_other_bodies() -> None:
+    assert sniff_html(b"\n <!DOCTYPE html><html>")
+    assert sniff_html(b"\xef\xbb\xbf<html lang=en>")
+    assert sniff_html(b"<p>text")
+    assert not sniff_html(PDF)
+    assert not sniff_html(b"<pre>")  # a signature must end at a space or `>`
+    assert not sniff_html(b'{"json": "<html>"}')
+
+
+@pytest.fixture(scope="module")
+def warc_rows(crawl: tuple[Path, list[Response]], tmp_path_factory: pytest.TempPathFactory
+              ) -> tuple[list[dict[str, object]], str]:
+    path, _ = crawl
+    out = tmp_path_factory.mktemp("out") / "rows.jsonl"
+    done = run_cli("extract", "--warc", str(path), "--service", SERVICE, "--out", str(out),
+                   "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    return read_rows(out), done.stderr
+
+
+def test_one_row_per_html_record_with_the_single_page_text(
+        crawl: tuple[Path, list[Response]], warc_rows: tuple[list[dict[str, object]], str],
+        tmp_path: Path) -> None:
+    _, pages = crawl
+    rows, report = warc_rows
+    by_id = {row["record_id"]: row for row in rows}
+    assert len(rows) == len(by_id) == len(pages)
+    runner = CliRunner()
+    for page in pages:
+        row = by_id[page.record_id]
+        assert row["uri"] == page.uri
+        assert row["error"] is None
+        html = tmp_path / "page.html"
+        html.write_bytes(page.body)
+        single = runner.invoke(app, ["extract", str(html), "--service", SERVICE,
+                                     "--in-process", "--page-url", page.uri, "--json"])
+        assert single.exit_code == 0, single.output
+        expected = orjson.loads(single.stdout)["text"]
+        assert len(expected) > 200
+        assert row["text"] == expected
+    counts = {line.split("│")[1].strip(): line.split("│")[2].strip()
+              for line in report.splitlines() if line.count("│") >= 3}
+    assert counts["HTML pages"] == counts["written"] == "5"
+    assert counts["not html"] == "2"
+    assert counts["truncated"] == "1"
+    assert counts["malformed"] == "1"
+
+
+def test_parquet_output_holds_the_same_rows(
+        crawl: tuple[Path, list[Response]], warc_rows: tuple[list[dict[str, object]], str],
+        tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "rows.parquet"
+    done = run_cli("extract", "--warc", str(crawl[0]), "--service", SERVICE, "--out", str(out),
+                   "--workers", "1", "--blocks")
+    assert done.returncode == 0, done.stderr
+    table = pq.read_table(out).to_pylist()
+    assert {r["record_id"]: r["text"] for r in table} == \
+        {r["record_id"]: r["text"] for r in warc_rows[0]}
+    assert all(any(b["is_content"] for b in r["blocks"]) for r in table)
+    assert not out.with_name(out.name + ".partial.jsonl").exists()
+
+
+def test_a_killed_job_resumes_without_losing_or_repeating_records(
+        scrapinghub: Path, tmp_path: Path) -> None:
+    pages = dataset_responses(scrapinghub / "html", 160)
+    path = tmp_path / "big.warc.gz"
+    write_warc(path, pages)
+    out = tmp_path / "rows.jsonl"
+    args = [*CLI, "extract", "--warc", str(path),
+            "--service", SERVICE, "--out", str(out), "--workers", "1"]
+    job = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and job.poll() is None:
+        if out.exists() and out.read_bytes().count(b"\n") >= 20:
+            break
+        time.sleep(0.02)
+    os.kill(job.pid, signal.SIGKILL)
+    job.wait()
+    first = out.read_bytes().count(b"\n")
+    assert 20 <= first < len(pages), "the job was not killed halfway"
+    with out.open("ab") as stream:  # a row torn by the kill, as a write cut short leaves it
+        stream.write(b'{"record_id":"<urn:uuid:torn')
+    done = run_cli("extract", "--warc", str(path), "--service", SERVICE, "--out", str(out),
+                   "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    assert sorted(str(r["record_id"]) for r in rows) == sorted(p.record_id for p in pages)
+    assert all(r["error"] is None for r in rows)
+    again = CliRunner().invoke(app, ["extract", "--warc", str(path), "--service", SERVICE,
+                                     "--out", str(out)])
+    assert again.exit_code == 0, again.output
+    assert len(read_rows(out)) == len(pages)
+
+
+def test_ray_gives_the_same_rows_and_resumes(crawl: tuple[Path, list[Response]],
+                                             warc_rows: tuple[list[dict[str, object]], str],
+                                             tmp_path: Path) -> None:
+    """A killed Ray job's shard (two rows and a torn third) is resumed on a local Ray:
+    the folder ends with every row of the in-process job, once."""
+    pytest.importorskip("ray", reason="Ray is not installed (the `ray` extra)")
+    out = tmp_path / "shards"
+    out.mkdir()
+    rows = warc_rows[0]
+    (out / "part-00000.jsonl").write_bytes(
+        b"".join(orjson.dumps(r) + b"\n" for r in rows[:2]) + orjson.dumps(rows[2])[:30])
+    done = run_cli("extract", "--warc", str(crawl[0]), "--service", SERVICE, "--out", str(out),
+                   "--ray", "auto", "--workers", "2", "--shard-rows", "2", timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.glob("part-*.jsonl")) == [
+        "part-00000.jsonl", "part-00001.jsonl", "part-00002.jsonl"]
+
+    def comparable(found: list[dict[str, object]]) -> list[str]:
+        return sorted(str(sorted((k, v) for k, v in r.items() if k != "elapsed_ms"))
+                      for r in found)
+
+    assert comparable(read_rows(out)) == comparable(rows)
+
+
+def test_bad_input_is_refused_clearly(tmp_path: Path) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(app, ["extract", "--warc", str(tmp_path / "none-*.warc.gz"),
+                                  "--service", SERVICE, "--out", str(tmp_path / "o.jsonl")])
+    assert missing.exit_code == 2
+    assert "no WARC file matches" in missing.output
+    path = tmp_path / "x.warc"
+    path.write_bytes(warc_record(Response("https://a.example/", b"<p>x</p>").with_id()))
+    no_out = runner.invoke(app, ["extract", "--warc", str(path), "--service", SERVICE])
+    assert no_out.exit_code == 2
+    assert "--out" in no_out.output
+    ray_file = runner.invoke(app, ["extract", "--warc", str(path), "--service", SERVICE,
+                                   "--out", str(tmp_path / "o.jsonl"), "--ray", "auto"])
+    assert ray_file.exit_code == 2
+    assert "shards" in ray_file.output
+
+
+def test_uncompressed_warc_is_read_too(tmp_path: Path) -> None:
+    path = tmp_path / "plain.warc"
+    page = Response("https://a.example/", b"<html><body><p>plain words</p></body></html>")
+    path.write_bytes(warc_record(page.with_id()) + warc_record(page.with_id()))
+    assert [i.body for i in read_warc(path) if isinstance(i, WarcPage)] == [page.body] * 2
+
+
+def test_a_running_service_gives_the_same_rows(
+        crawl: tuple[Path, list[Response]], warc_rows: tuple[list[dict[str, object]], str],
+        tmp_path: Path) -> None:
+    from shared.registry import SERVICES
+    from shared.service import create_service_app
+    from shared.settings import ServiceSettings
+    from tests.servers import serve_app
+
+    out = tmp_path / "rows.jsonl"
+    app_ = create_service_app(SERVICES[SERVICE].algorithm(), ServiceSettings(workers=1))
+    with serve_app(app_) as url:
+        done = CliRunner().invoke(app, ["extract", "--warc", str(crawl[0]), "--service",
+                                        SERVICE, "--url", url, "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    assert {r["record_id"]: r["text"] for r in read_rows(out)} == \
+        {r["record_id"]: r["text"] for r in warc_rows[0]}
+
+
+def test_a_service_out_of_reach_stops_the_job_without_writing_rows(
+        crawl: tuple[Path, list[Response]], tmp_path: Path) -> None:
+    from orchestrator.launcher import free_port
+
+    out = tmp_path / "rows.jsonl"
+    done = CliRunner().invoke(app, ["extract", "--warc", str(crawl[0]), "--service", SERVICE,
+                                    "--url", f"http://127.0.0.1:{free_port()}",
+                                    "--out", str(out), "--workers", "1"])
+    assert done.exit_code == 1
+    assert "cannot reach" in done.output
+    assert not out.exists() or read_rows(out) == []
+
+
+def test_a_folder_of_shards_resumes_after_a_torn_shard(
+        crawl: tuple[Path, list[Response]], tmp_path: Path) -> None:
+    out = tmp_path / "shards"
+    args = ["extract", "--warc", str(crawl[0]), "--service", SERVICE, "--out", str(out),
+            "--workers", "1", "--shard-rows", "2"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    shards = sorted(out.glob("part-*.jsonl"))
+    assert [len(s.read_bytes().splitlines()) for s in shards] == [2, 2, 1]
+    last = shards[-1]
+    last.write_bytes(last.read_bytes()[:-40])  # the last row torn in the middle
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert sorted(p.name for p in out.glob("part-*.jsonl"))[-1] == "part-00003.jsonl"
+    assert sorted(str(r["record_id"]) for r in read_rows(out)) == \
+        sorted(p.record_id for p in crawl[1])
+
+
+def test_transfer_and_content_codings_are_undone(tmp_path: Path) -> None:
+    import zlib
+
+    html = b"<html><body><p>" + b"words of the page " * 200 + b"</p></body></html>"
+    gzipped = gzip.compress(html)
+    chunked = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(gzipped[i:i + 700]), gzipped[i:i + 700])
+                       for i in range(0, len(gzipped), 700)) + b"0\r\nX-Trailer: 1\r\n\r\n"
+    raw_deflate = zlib.compressobj(wbits=-15)
+    deflated = raw_deflate.compress(html) + raw_deflate.flush()
+    path = tmp_path / "codings.warc.gz"
+    write_warc(path, [
+        Response("https://a.example/1", chunked, headers=(
+            ("Transfer-Encoding", "chunked"), ("Content-Encoding", "gzip"))),
+        Response("https://a.example/2", zlib.compress(html),
+                 headers=(("Content-Encoding", "deflate"),)),
+        Response("https://a.example/3", deflated, headers=(("Content-Encoding", "deflate"),)),
+        Response("https://a.example/4", b"not gzip at all",
+                 headers=(("Content-Encoding", "gzip"),)),
+        Response("https://a.example/5", b"zz\r\nabc\r\n0\r\n\r\n",
+                 headers=(("Transfer-Encoding", "chunked"),)),
+    ])
+    items = list(read_warc(path))
+    assert [i.body for i in items if isinstance(i, WarcPage)] == [html] * 3
+    odd = [i for i in items if isinstance(i, OddRecord)]
+    assert [(i.kind, i.detail.split(":")[0]) for i in odd] == [
+        ("malformed", "the gzip body does not decompress"),
+        ("malformed", "a chunk size is not hexadecimal")]
+
+
+def test_the_benchmark_builds_its_warc_and_times_the_middle_of_a_job(
+        scrapinghub: Path, cleaneval: Path, tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import warc as benchmark
+
+    path = tmp_path / "bench.warc.gz"
+    benchmark.build_warc(path, ["scrapinghub", "cleaneval"], 30)
+    pages = [i for i in read_warc(path) if isinstance(i, WarcPage)]
+    assert len(pages) == len({p.record_id for p in pages}) == 30
+    assert {p.uri.split("/")[-1] for p in pages[:2]} == {
+        sorted(f.stem for f in (scrapinghub / "html").glob("*.html"))[0],
+        sorted(f.stem for f in (cleaneval / "html").glob("*.html"))[0]}
+    # 100 rows: a slow start (Ray's first batch), then one row every 10 ms.
+    times = [5.0] * 8 + [5.0 + 0.01 * i for i in range(1, 93)]
+    assert benchmark.steady_rate(times) == pytest.approx(100.0)
+    assert benchmark.steady_rate(times[:5]) == 0.0
+
+
+def test_a_bad_line_inside_the_output_is_refused_not_cut(
+        crawl: tuple[Path, list[Response]], tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    out.write_bytes(b'{"record_id": "<urn:a>", "text": "x"}\nnot a row\n'
+                    b'{"record_id": "<urn:b>", "text": "y"}\n')
+    before = out.read_bytes()
+    done = CliRunner().invoke(app, ["extract", "--warc", str(crawl[0]), "--service", SERVICE,
+                                    "--out", str(out)])
+    assert done.exit_code == 2
+    assert "line 2" in done.output
+    assert out.read_bytes() == before
+
+
+def test_answer_page_turns_every_page_failure_into_an_error_reply() -> None:
+    from shared.answer import answer_page
+    from tests.misbehaving_extractor import ALGORITHM
+
+    assert answer_page(ALGORITHM, b"<p>fine</p>", {"url": "https://a.example/",
+                                                   "label": "x"})["blocks"] == [
+        {"text": "<p>fine</p>", "is_content": True, "score": None, "path": "https://a.example/",
+         "label": "x"}]
+    assert answer_page(ALGORITHM, b"<p>refuse</p>", {})["error"].startswith(
+        "unprocessable_page")
+    assert answer_page(ALGORITHM, b"<p>raise</p>", {})["error"] == \
+        "extraction_failed: RuntimeError: a bug in the extractor"
+    assert answer_page(ALGORITHM, b"%PDF-1.4", {})["error"].startswith("not_html")
+    assert answer_page(ALGORITHM, b"<p>x</p>", {"bogus": "1"})["error"].startswith(
+        "invalid_options")
