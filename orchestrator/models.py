@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.field_metrics import ShingleCounts
+
 METRICS: tuple[str, ...] = ("precision", "recall", "f1", "fallout", "accuracy")
 """The per-page figures of B.4.5 plus accuracy, in report order."""
 
@@ -99,6 +101,10 @@ class PageScores(BaseModel):
     """Word level by bag of words (multiset intersection)."""
     block: Counts | None = None
     """Block level; None when the service returned no blocks with words."""
+    shingle: ShingleCounts | None = None
+    """The article-extraction benchmark's 4-token shingle counts (field_metrics)."""
+    rouge_lsum: float | None = None
+    """ROUGE-LSum F1 (field_metrics)."""
 
 
 PageStatus = Literal["ok", "error", "skipped"]
