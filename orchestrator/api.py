@@ -53,6 +53,7 @@ from orchestrator.runner import (
     folder_source,
     run_output_dir,
 )
+from orchestrator.service_options import OptionsError, check_options
 from orchestrator.statistics import summarize
 from orchestrator.store import Store
 from shared.answer import ServiceError, validation_message
@@ -123,6 +124,10 @@ def _spec_from(config: RunConfig, services: list[str] | None,
     for name in options:
         if name not in SERVICES:
             raise ServiceError(422, "invalid_request", f"options for unknown service {name!r}")
+    try:
+        check_options({**config.options, **options})
+    except OptionsError as exc:
+        raise ServiceError(422, "invalid_options", str(exc)) from None
     mode = backend or ("embedded" if config.mode == "embedded" else "http")
     return RunSpec(
         datasets=[], services=names, options={**config.options, **options},
