@@ -204,7 +204,8 @@ def _union_lcs(ref: list[int], lines: list[list[int]]) -> set[int]:
     width = max(1, _TABLE_CELLS // (len(ref) + 1))
     start = 0
     while start < len(useful):
-        group, columns = [], 0
+        group: list[list[int]] = []
+        columns = 0
         while start < len(useful) and (not group or columns + len(useful[start]) + 1 <= width):
             group.append(useful[start])
             columns += len(useful[start]) + 1
