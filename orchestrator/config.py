@@ -38,7 +38,7 @@ Keys (file key; environment variable `BOILERBENCH_<KEY>`; CLI flag), default in 
 - service.<name>.options: JSON object of that service's options [{}].
 - mode: `local` (start the services as local processes; services given a URL are
   called there), `http` (call URLs; default http://127.0.0.1:<registry port>), or
-  `embedded` (extractors in a pool of worker processes, no HTTP) [local].
+  `embedded` or `in-process` (extractors in a pool of worker processes, no HTTP) [local].
 - concurrency: requests in flight per service [4]. workers: processes of the
   embedded pool [2]. timeout_s: time limit of one request [60]. retries: further
   attempts after connection errors and 5xx replies [3]. backoff_s: first pause
@@ -163,6 +163,12 @@ class RunConfig(BaseSettings):
         if len(set(names)) != len(names):
             raise ValueError("a service is named twice")
         return names
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode_alias(cls, mode: Any) -> Any:
+        """`in-process` as the CLI's --in-process says it (the same as `embedded`)."""
+        return "embedded" if isinstance(mode, str) and mode.strip() == "in-process" else mode
 
     @field_validator("urls")
     @classmethod

@@ -414,11 +414,16 @@ def open_source(source: DatasetSource, store: Store | None = None,
 ProgressFn = Callable[[PageResult], None]
 
 
+EMPTY_GOLD = "the gold text is empty: every extracted word counts as a false positive"
+
+
 @dataclass
 class _Prepared:
     html: str | None
     ref: PageReference | None
     reason: str | None
+    notes: tuple[str, ...] = ()
+    """Warnings about a page that is still scored (gold not UTF-8, empty gold)."""
 
 
 def _prepare(page: Page) -> _Prepared:
@@ -426,7 +431,8 @@ def _prepare(page: Page) -> _Prepared:
         html = page.html_text()
     except NotHTMLError as exc:
         return _Prepared(None, None, f"the page is not HTML: {exc}")
-    return _Prepared(html, prepare_page(html, page.gold), None)
+    notes = page.notes + ((EMPTY_GOLD,) if not page.gold.strip() else ())
+    return _Prepared(html, prepare_page(html, page.gold), None, notes)
 
 
 class PreparedPages:
@@ -589,9 +595,12 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
                 return
             try:
                 page, prepared = await pages.get(dataset, page_id)
-                if prepared.reason is not None and (dataset.name, page_id) not in warned:
+                if (prepared.reason is not None or prepared.notes) \
+                        and (dataset.name, page_id) not in warned:
                     warned.add((dataset.name, page_id))
-                    store.add_warnings(run_id, [f"{dataset.name}/{page_id}: {prepared.reason}"])
+                    reasons = [prepared.reason] if prepared.reason else list(prepared.notes)
+                    store.add_warnings(run_id, [f"{dataset.name}/{page_id}: {reason}"
+                                                for reason in reasons])
                 await run_service(dataset, page, prepared, service)
             except Exception as exc:
                 failures.append(exc)
