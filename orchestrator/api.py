@@ -9,6 +9,9 @@
     GET  /runs/{id}            status, progress per service, warnings
     GET  /runs/{id}/results    the figures (statistics summary) of the results so far
     GET  /runs/{id}/report     report.html of a finished run
+    GET  /runs/{id}/pages/{page}  one page of a run: its gold text and, per row, the
+                               extract, its scores and the missed and extra words
+                               (?dataset=NAME when several test sets hold the page id)
     GET  /health
 
 Errors are JSON `{"error", "detail"}` like the services'. The service URLs come
@@ -45,12 +48,14 @@ from orchestrator.datasets import (
     DatasetIn,
     datasets_from_archive,
 )
+from orchestrator.pagediff import page_diff
 from orchestrator.runner import (
     DatasetSource,
     RunSpec,
     create_run,
     execute_run,
     folder_source,
+    open_source,
     run_output_dir,
 )
 from orchestrator.service_options import OptionsError, check_options
@@ -288,6 +293,34 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
             raise ServiceError(409, "not_finished",
                                f"run {run_id} is {info['status']}; the report comes at the end")
         return HTMLResponse(path.read_text(encoding="utf-8"))
+
+    @app.get("/runs/{run_id}/pages/{page_id}")
+    async def get_page(run_id: str, page_id: str, dataset: str | None = None) -> Response:
+        run_or_404(run_id)
+        results = [r for r in store().results(run_id)
+                   if r.page_id == page_id and (dataset is None or r.dataset == dataset)]
+        sets = sorted({r.dataset for r in results})
+        if not results:
+            raise ServiceError(404, "not_found", f"run {run_id} has no page {page_id!r}")
+        if len(sets) > 1:
+            raise ServiceError(422, "ambiguous_page",
+                               f"page {page_id!r} is in {sets}: add ?dataset=NAME")
+        spec = RunSpec.model_validate(store().spec(run_id))
+        source = next(s for s in spec.datasets if s.name == sets[0])
+        try:
+            gold = open_source(source, store(), run_id).page(page_id).gold
+        except (OSError, KeyError, ValueError) as exc:
+            raise ServiceError(409, "gold_unavailable",
+                               f"the gold text of {page_id!r} cannot be read: {exc}") from None
+        rows = []
+        for r in results:
+            diff = page_diff(gold, r.text)
+            rows.append({"row": r.service, "status": r.status, "error": r.error,
+                         "text": r.text,
+                         "scores": r.scores.model_dump(mode="json") if r.scores else None,
+                         "diff": diff.model_dump(mode="json")})
+        return json_response({"run": run_id, "dataset": sets[0], "page_id": page_id,
+                              "gold": gold, "rows": rows})
 
     return app
 

@@ -27,6 +27,7 @@ from orchestrator.api import ApiSettings, create_app
 from orchestrator.config import RunConfig
 
 PAGES = 4
+SAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "sample"
 LIVE = ["readability", "fusion"]
 METRIC_COLUMNS = ["word P", "word R", "word F1 (95% CI)", "micro F1", "bag F1",
                   "shingle F1 ± sd", "shingle P", "shingle R", "exact", "ROUGE-LSum"]
@@ -170,7 +171,7 @@ def test_the_api_refuses_a_bad_option_with_422(tmp_path: Path) -> None:
     config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out")
     app = create_app(ApiSettings(resume=False), config)
     with TestClient(app) as client:
-        reply = client.post("/runs", json={"dataset": "sample", "services": ["justext"],
+        reply = client.post("/runs", json={"dataset": str(SAMPLE), "services": ["justext"],
                                            "options": {"justext": {"length_low": "short"}}})
     assert reply.status_code == 422
     assert reply.json()["error"] == "invalid_options"
@@ -189,3 +190,26 @@ def test_a_service_that_fails_every_page_fails_the_command(small_set: Path,
                        "--output", "out", "--store", "store.sqlite", cwd=tmp_path)
     assert done.returncode == 1
     assert "readability failed every page" in done.stderr
+
+
+@pytest.mark.dataset
+def test_the_api_serves_a_page_with_its_diff(
+        run: tuple[subprocess.CompletedProcess[str], Path], small_set: Path) -> None:
+    _, out_dir = run
+    work = small_set.parent
+    config = RunConfig(store=work / "store.sqlite", output_folder=work / "out")
+    page_id = sorted(p.stem for p in (small_set / "content").glob("*.txt"))[0]
+    with TestClient(create_app(ApiSettings(resume=False), config)) as client:
+        reply = client.get(f"/runs/{out_dir.name}/pages/{page_id}")
+        missing = client.get(f"/runs/{out_dir.name}/pages/no-such-page")
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    gold = (small_set / "content" / f"{page_id}.txt").read_text(encoding="utf-8")
+    assert body["gold"] == gold
+    rows = {row["row"]: row for row in body["rows"]}
+    assert set(LIVE) <= set(rows)
+    assert len(rows) == 17
+    diff = rows["html-text"]["diff"]
+    assert diff["extra_words"] > 0  # the whole page's text holds more than the article
+    assert any(s["kind"] == "extra" for s in diff["extract"])
+    assert missing.status_code == 404
