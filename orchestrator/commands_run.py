@@ -34,7 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestrator.cli import app
-from orchestrator.config import ConfigError, RunConfig, load_config
+from orchestrator.config import LEGACY_STORE, ConfigError, RunConfig, load_config
 from orchestrator.datasets import SCRAPINGHUB_URL, DatasetError, download_scrapinghub
 from orchestrator.launcher import LocalStack, StackError, free_port
 from orchestrator.models import PageResult
@@ -159,7 +159,8 @@ def run(
         if resume:
             run_id = resume
             if db.run(run_id) is None:
-                console.print(f"[red]no run {run_id!r} in {config.store_path}")
+                console.print(f"[red]no run {run_id!r} in {config.store_path}"
+                              + _store_hint(run_id, config))
                 raise typer.Exit(2)
             spec = RunSpec.model_validate(db.spec(run_id))
         else:
@@ -203,6 +204,20 @@ def score(
     finally:
         db.close()
     _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
+
+
+def _store_hint(run_id: str, config: RunConfig) -> str:
+    """Where else the run is (stores that earlier versions kept in output folders)."""
+    for candidate in dict.fromkeys([config.output_folder / LEGACY_STORE,
+                                    Path("results") / LEGACY_STORE]):
+        if candidate.is_file() and candidate.resolve() != config.store_path.resolve():
+            other = Store(candidate)
+            try:
+                if other.run(run_id) is not None:
+                    return f"; it is in {candidate}: add --store {candidate}"
+            finally:
+                other.close()
+    return "; name its store with --store PATH (or BOILERBENCH_STORE)"
 
 
 def _check_rank_by(rank_by: str) -> None:

@@ -129,7 +129,9 @@ class PageResult(BaseModel):
     scores: PageScores | None = None
 
 
-RunStatus = Literal["pending", "running", "finished", "failed", "cancelled"]
+RunStatus = Literal["pending", "running", "finished", "failed", "cancelled", "interrupted"]
+"""`interrupted` is never stored: the store reports a `running` run so when the
+process running it is gone (Store.run)."""
 
 
 class RunInfo(BaseModel):
@@ -144,3 +146,5 @@ class RunInfo(BaseModel):
     status: RunStatus = "pending"
     counts: dict[str, int] = Field(default_factory=dict)
     """Progress: e.g. total, ok, error, skipped page results."""
+    owner: str | None = None
+    """`host:pid` of the process that last set the run running."""
