@@ -63,6 +63,7 @@ from orchestrator.statistics import summarize
 from orchestrator.store import Store
 from shared.answer import ServiceError, validation_message
 from shared.datasets import datasets_root
+from shared.openapi import document_bodies, install_offline_docs
 from shared.registry import SERVICES
 from shared.service import check_token, install_error_handlers, json_response, read_body
 
@@ -85,6 +86,18 @@ class ApiSettings(BaseSettings):
     config: Path | None = Field(None, description="A key:value; configuration file of run "
                                                   "defaults.")
     resume: bool = Field(True, description="Resume unfinished runs of the store on start.")
+
+
+ARCHIVE_FORM: dict[str, Any] = {
+    "type": "object",
+    "required": ["archive"],
+    "properties": {
+        "archive": {"type": "string", "format": "binary",
+                    "description": "A zip or tar(.gz) of html/ and content/ (and feeds/)."},
+        "services": {"type": "string", "description": "Comma-separated service names."},
+        "options": {"type": "string", "description": "JSON object: options per service."},
+    },
+}
 
 
 class RunRequest(BaseModel):
@@ -186,8 +199,12 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
             await asyncio.gather(*tasks.values(), return_exceptions=True)
             store().close()
 
-    app = FastAPI(title="boilerbench orchestrator", lifespan=lifespan)
+    app = FastAPI(title="boilerbench orchestrator", lifespan=lifespan, docs_url=None,
+                  redoc_url=None)
     install_error_handlers(app)
+    document_bodies(app, {("/runs", "post"): {"application/json": RunRequest,
+                                              "multipart/form-data": ARCHIVE_FORM}})
+    install_offline_docs(app)
 
     @app.middleware("http")
     async def _auth(request: Request, call_next: Any) -> Response:
