@@ -538,8 +538,10 @@ def _page_view(results: Sequence[PageResult], gold: GoldLookup | None) -> list[s
             text = gold(r.dataset, r.page_id) if gold is not None and i < DETAIL_PAGES else None
             if text is not None:
                 diff = page_diff(text, r.text)
+                opened = " open" if i == 0 else ""  # each row's worst page shows at once
                 details.append(
-                    f'<details class="page" id="detail-{anchor}"><summary>{escape(service)} on '
+                    f'<details class="page" id="detail-{anchor}"{opened}><summary>'
+                    f"{escape(service)} on "
                     f"{escape(r.dataset)}/{escape(r.page_id)}: word F1 "
                     f"{_fmt(word.f1 if word else None)}, {diff.missed_words} missed and "
                     f"{diff.extra_words} extra words</summary>"
