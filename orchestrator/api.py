@@ -2,7 +2,8 @@
 
     POST /runs                 202 {"id": ...}: JSON {"dataset": path | [paths] on the
                                server's allowed roots, or "pages": {"name", "pages": [{id,
-                               html, gold, feed?}]}, "services": [...], "options": {...}}
+                               html, gold, feed?}]} or just the list of pages,
+                               "services": [...], "options": {...}}
                                or multipart: an `archive` file (zip/tar of html/ + content/)
                                with optional `services` (comma list) and `options` (JSON)
     GET  /runs                 every run with its progress counts
@@ -115,6 +116,12 @@ class RunRequest(BaseModel):
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @field_validator("pages", mode="before")
+    @classmethod
+    def _bare_list(cls, value: Any) -> Any:
+        """`"pages": [{id, html, gold}, ...]`: a list of pages is a test set named inline."""
+        return {"pages": value} if isinstance(value, list) else value
 
 
 def _resolve_dataset(path: str, roots: list[Path]) -> Path:
@@ -241,12 +248,17 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
             services_field = form.get("services")
             options_field = form.get("options")
             try:
+                options = orjson.loads(str(options_field)) if options_field else {}
+            except orjson.JSONDecodeError as exc:
+                raise ServiceError(422, "invalid_request",
+                                   f"the `options` field is not JSON: {exc}") from None
+            try:
                 parsed = RunRequest(
                     services=[s.strip() for s in str(services_field).split(",") if s.strip()]
                     if services_field else None,
-                    options=orjson.loads(str(options_field)) if options_field else {})
-            except (ValidationError, orjson.JSONDecodeError) as exc:
-                raise ServiceError(422, "invalid_request", str(exc)) from None
+                    options=options)
+            except ValidationError as exc:
+                raise ServiceError(422, "invalid_request", validation_message(exc)) from None
         elif media_type == "application/json":
             try:
                 parsed = RunRequest.model_validate_json(body)

@@ -300,7 +300,9 @@ def _tar_members(data: bytes, limits: ArchiveLimits) -> dict[PurePosixPath, byte
     try:
         archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")  # noqa: SIM115
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise ArchiveError(f"not a readable tar archive: {exc}") from None
+        # tarfile lists every compression it tried, one per line: the first line says it.
+        reason = str(exc).splitlines()[0].rstrip(": ") if str(exc) else type(exc).__name__
+        raise ArchiveError(f"not a readable zip or tar archive: {reason}") from None
     try:
         with archive:
             for member in archive:

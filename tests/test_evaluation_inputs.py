@@ -1,16 +1,22 @@
 """Nothing about a test set passes silently: unpaired files, empty gold texts and gold
 files that are not UTF-8 are named in the command's output, summary.md and
 report.html, and such gold is decoded by charset detection, not with replacement
-characters. The configuration file takes `mode: in-process` as the CLI does."""
+characters. The configuration file takes `mode: in-process` as the CLI does, POST
+/runs the JSON forms the documentation gives, and a malformed upload gets one line."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
-from orchestrator.config import load_config
+from fastapi.testclient import TestClient
+
+from orchestrator.api import ApiSettings, create_app
+from orchestrator.config import RunConfig, load_config
 from orchestrator.datasets import open_folder
 
 PAGE = "<html><body><article><p>{}</p></article><nav>Home About</nav></body></html>"
@@ -70,3 +76,44 @@ def test_the_config_file_takes_mode_in_process(tmp_path: Path) -> None:
     config_file = tmp_path / "run.conf"
     config_file.write_text("mode: in-process;\n", encoding="utf-8")
     assert load_config(config_file).mode == "embedded"
+
+
+def _api(tmp_path: Path) -> TestClient:
+    config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out",
+                       services=["justext"], mode="embedded")
+    return TestClient(create_app(ApiSettings(resume=False), config))
+
+
+def test_post_runs_takes_a_bare_list_of_pages(tmp_path: Path) -> None:
+    pages = [{"id": "p1", "html": PAGE.format(GOLD), "gold": GOLD}]
+    with _api(tmp_path) as client:
+        listed = client.post("/runs", json={"pages": pages, "services": ["justext"]})
+        named = client.post("/runs", json={"pages": {"name": "mine", "pages": pages}})
+    assert listed.status_code == 202, listed.text
+    assert named.status_code == 202, named.text
+
+
+def _zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("set/html/p1.html", PAGE.format(GOLD))
+        archive.writestr("set/content/p1.txt", GOLD)
+    return buffer.getvalue()
+
+
+def test_malformed_uploads_get_one_clear_line(tmp_path: Path) -> None:
+    archive = {"archive": ("set.zip", _zip(), "application/zip")}
+    with _api(tmp_path) as client:
+        bad_options = client.post("/runs", files=archive, data={"options": "{justext"})
+        bad_archive = client.post("/runs", files={
+            "archive": ("set.zip", b"not an archive at all", "application/zip")})
+        no_boundary = client.post("/runs", content=b"--x\r\n",
+                                  headers={"content-type": "multipart/form-data"})
+        bad_field = client.post("/runs", files=archive, data={"options": '{"justext": 3}'})
+    for reply in (bad_options, bad_archive, no_boundary, bad_field):
+        assert 400 <= reply.status_code < 500, reply.text
+        detail = reply.json()["detail"]
+        assert "\n" not in detail, detail
+        assert "pydantic" not in detail
+        assert "errors.pydantic.dev" not in detail
+    assert "options" in bad_options.json()["detail"]
