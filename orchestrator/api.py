@@ -60,7 +60,7 @@ from orchestrator.runner import (
     run_output_dir,
 )
 from orchestrator.service_options import OptionsError, check_options
-from orchestrator.statistics import summarize
+from orchestrator.statistics import ranked, summarize
 from orchestrator.store import Store
 from shared.answer import ServiceError, validation_message
 from shared.datasets import datasets_root
@@ -307,7 +307,9 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
     async def get_results(run_id: str) -> Response:
         info = run_or_404(run_id)
         results = store().results(run_id)
-        summary = await asyncio.to_thread(summarize, results)
+        spec = RunSpec.model_validate(store().spec(run_id))
+        summary = ranked(await asyncio.to_thread(summarize, results, spec.predictions),
+                         spec.rank_by)
         errors = [{"dataset": r.dataset, "page_id": r.page_id, "service": r.service,
                    "error": r.error} for r in results if r.status == "error"]
         return json_response({"run": info, "summary": summary.model_dump(mode="json"),
