@@ -624,8 +624,8 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult],
         "a model scored on the test set it was trained on. Errors count as empty output; "
         "skipped pages are left out.</p>",
         _html_table(header, rows, "results-table"),
-        "<h2>Details</h2>", _html_table(detail_header, details, "details-table"),
         "<h2>Plots</h2>", *_plots(summary, results).values(),
+        "<h2>Details</h2>", _html_table(detail_header, details, "details-table"),
     ]
     for dataset, matrix_header, matrix in significance_matrices(summary):
         parts += [f"<h2>Significance on {escape(dataset)}</h2>",
