@@ -167,6 +167,10 @@ def summarize_shingles(pages: Sequence[ShingleCounts], *, resamples: int = SHING
 
 _TABLE_CELLS = 4_000_000
 """Most LCS table cells held at once (int32): candidate lines are taken in groups."""
+ROUGE_MAX_CELLS = 100_000_000
+"""Gold tokens x extract tokens beyond which ROUGE-LSum is not computed (None): its
+time grows with that product (about a second per 10^8 on one core), and a few
+pages of 20,000 words would otherwise take most of a run's scoring time."""
 
 
 def _lcs_tables(ref: np.ndarray[Any, Any], cand: np.ndarray[Any, Any],
@@ -222,6 +226,11 @@ def _union_lcs(ref: list[int], lines: list[list[int]]) -> set[int]:
         for first, line, lcs in zip(firsts.tolist(), group, found, strict=True):
             if lcs == 0:
                 continue
+            # This line's LCS can only add positions whose token the line holds: when
+            # the union has all of them already, reading it out changes nothing.
+            line_set = set(line)
+            if all(i in union for i, token in enumerate(ref) if token in line_set):
+                continue
             rows = table[:, first:first + len(line) + 1].tolist()
             i, j = len(ref), len(line)
             # A cell of 0 has no match left above or to its left: the walk can stop.
@@ -242,17 +251,19 @@ def _lines(text: str, vocabulary: dict[str, int]) -> list[list[int]]:
             for line in text.split("\n") if line]
 
 
-def rouge_lsum_f1(gold: str, text: str) -> float:
+def rouge_lsum_f1(gold: str, text: str) -> float | None:
     """ROUGE-LSum F1 of an extract against the gold, lines as sentences: the
     summary-level LCS of Lin (2004) with ROUGE-1.5.5's guard against counting a
     token more often than either text holds it, as rouge-score computes it (a test
     checks the two agree), with the LCS tables built by numpy a row at a time.
-    1.0 when neither text has a word."""
+    1.0 when neither text has a word; None beyond ROUGE_MAX_CELLS."""
     vocabulary: dict[str, int] = {}
     ref_lines, cand_lines = _lines(gold, vocabulary), _lines(text, vocabulary)
     m, n = sum(map(len, ref_lines)), sum(map(len, cand_lines))
     if not m or not n:
         return 1.0 if m == n == 0 else 0.0
+    if m * n > ROUGE_MAX_CELLS:
+        return None
     ref_left = Counter(token for line in ref_lines for token in line)
     cand_left = Counter(token for line in cand_lines for token in line)
     hits = 0

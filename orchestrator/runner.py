@@ -76,6 +76,9 @@ NO_FEEDS = "dataset has no feeds"
 NO_PAGE_FEED = "the page has no feed"
 # Pages of up to this many tokens are scored in the event loop (module docstring).
 INLINE_SCORING_TOKENS = 5000
+# ...and whose gold has at most this many: ROUGE-LSum's time grows with gold x extract
+# tokens (field_metrics), so a long gold goes to the thread even on a small page.
+INLINE_SCORING_GOLD_TOKENS = 1000
 # The interpreter's GIL switch interval during runs (execute_run says why).
 GIL_SWITCH_INTERVAL_S = 0.0005
 
@@ -526,7 +529,8 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
 
     async def scored(ref: PageReference, score: Callable[[], PageScores]) -> PageScores:
         """Score a page of few tokens right here, a larger one in the worker thread."""
-        if len(ref.page_tokens) <= INLINE_SCORING_TOKENS:
+        if len(ref.page_tokens) <= INLINE_SCORING_TOKENS \
+                and len(ref.gold_tokens) <= INLINE_SCORING_GOLD_TOKENS:
             return timed_score(score)
         return await loop.run_in_executor(worker, timed_score, score)
 
