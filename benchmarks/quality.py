@@ -9,9 +9,13 @@ services that have modes (MODES below), so one command covers every service and 
 
 Runs each service's pure extractor (no HTTP) and the all-visible-text baseline
 on every page, scores them with orchestrator.scoring, and writes quality.md (mean
-word precision, recall and F1 by alignment and by bag of words, per service and
-dataset) and quality.json (the full summary). A service whose module does not
-import is reported as missing; a page it fails on counts as empty output.
+word precision, recall and F1 by alignment and by bag of words, the
+article-extraction benchmark's shingle F1, precision and recall, and ROUGE-LSum,
+per service and dataset) and quality.json (the full summary). A service whose
+module does not import is reported as missing; a page it fails on counts as empty
+output. On a dataset with a `published/` folder of prediction files (scrapinghub),
+each file is scored too, as a row `<name> (published)`, so the services stand
+beside the figures the field publishes.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from orchestrator.insample import in_sample  # noqa: E402
 from orchestrator.models import PageResult  # noqa: E402
+from orchestrator.predictions import read_predictions  # noqa: E402
 from orchestrator.scoring import prepare_page, score_empty, score_extraction  # noqa: E402
 from orchestrator.statistics import ServiceSummary, Summary, summarize  # noqa: E402
 from shared.contract import Algorithm, Block, PageError  # noqa: E402
@@ -58,6 +64,8 @@ class PageTask:
     html_path: Path
     gold_path: Path
     services: tuple[str, ...]
+    published: tuple[tuple[str, str], ...] = ()
+    """(row name, text) of the published prediction files for this page."""
 
 
 _ALGORITHMS: dict[str, Algorithm] = {}
@@ -103,6 +111,10 @@ def evaluate_page(task: PageTask) -> list[PageResult]:
         elapsed = (time.perf_counter() - start) * 1000
         results.append(PageResult(**base, status="ok", elapsed_ms=elapsed, text="",
                                   scores=score_extraction(ref, text, blocks)))
+    for row, text in task.published:
+        results.append(PageResult(run_id=RUN_ID, dataset=task.dataset, page_id=task.page_id,
+                                  service=row, status="ok",
+                                  scores=score_extraction(ref, text, None)))
     return results
 
 
@@ -124,7 +136,10 @@ def dataset_tasks(name: str, services: tuple[str, ...], limit: int | None) -> li
     folder = dataset_dir(name)
     if folder is None:
         raise SystemExit(f"dataset {name!r} not found (set BOILERBENCH_DATASETS)")
-    tasks = [PageTask(name, html.stem, html, folder / "content" / f"{html.stem}.txt", services)
+    published = {f"{path.stem} (published)": read_predictions(path)
+                 for path in sorted((folder / "published").glob("*.json"))}
+    tasks = [PageTask(name, html.stem, html, folder / "content" / f"{html.stem}.txt", services,
+                      tuple((row, texts.get(html.stem, "")) for row, texts in published.items()))
              for html in sorted((folder / "html").glob("*.html"))
              if (folder / "content" / f"{html.stem}.txt").is_file()]
     return tasks[:limit] if limit else tasks
@@ -139,21 +154,33 @@ def markdown(summary: Summary, missing: dict[str, str], command: str, seconds: f
              f"Command: `{command}` ({seconds:.0f} s wall time). Means over pages of per-page "
              "word figures; alignment = LCS of extracted and gold tokens, bag = multiset "
              "intersection. Errors count as empty output; pages a service refuses on purpose "
-             "(PageError, e.g. no feed) are skipped: left out of its means and counted.", "",
+             "(PageError, e.g. no feed) are skipped: left out of its means and counted. "
+             "Shingle: the article-extraction benchmark's metric (4-token shingles, F1 of the "
+             "precision and recall means); ROUGE-LSum: mean F1. `(published)` rows: the "
+             "prediction files upstream publishes; `in-sample`: a model scored on the test set "
+             "it was trained on.", "",
              "| service | dataset | pages | errors | skipped | P (align) | R (align) | F1 (align) "
-             "| P (bag) | R (bag) | F1 (bag) | median ms |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| P (bag) | R (bag) | F1 (bag) | shingle F1 | shingle P | shingle R | ROUGE-LSum "
+             "| median ms |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     rows: list[ServiceSummary] = sorted(
         summary.services,
         key=lambda r: (r.dataset, -(r.levels["word"].macro["f1"].mean or 0.0)))
     for row in rows:
         word, bag = row.levels["word"].macro, row.levels["word_bag"].macro
         ms = "–" if row.elapsed_ms_median is None else f"{row.elapsed_ms_median:.1f}"
-        lines.append(f"| {row.service} | {row.dataset} | {row.pages} | {row.errors} | "
+        shingle = row.shingle
+        name = f"{row.service} (in-sample)" if in_sample(parse_target(row.service)[0],
+                                                         row.dataset) else row.service
+        lines.append(f"| {name} | {row.dataset} | {row.pages} | {row.errors} | "
                      f"{row.skipped} | "
                      f"{_f(word['precision'].mean)} | {_f(word['recall'].mean)} | "
                      f"{_f(word['f1'].mean)} | {_f(bag['precision'].mean)} | "
-                     f"{_f(bag['recall'].mean)} | {_f(bag['f1'].mean)} | {ms} |")
+                     f"{_f(bag['recall'].mean)} | {_f(bag['f1'].mean)} | "
+                     f"{_f(shingle.f1 if shingle else None)} | "
+                     f"{_f(shingle.precision if shingle else None)} | "
+                     f"{_f(shingle.recall if shingle else None)} | "
+                     f"{_f(row.rouge_lsum.mean if row.rouge_lsum else None)} | {ms} |")
     if missing:
         lines += ["", "## Missing services (module does not import)", ""]
         lines += [f"- {name}: {why}" for name, why in sorted(missing.items())]

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from orchestrator.field_metrics import rouge_lsum_f1, shingle_counts  # noqa: E402
 from orchestrator.scoring import prepare_page, score_extraction  # noqa: E402
 from shared.contract import Block  # noqa: E402
 from shared.datasets import dataset_dir  # noqa: E402
@@ -95,7 +96,10 @@ def main(argv: list[str] | None = None) -> int:
           f"extract tokens {len(tokenize(extract))}")
     rows = [
         ("prepare_page (once per page)", lambda: prepare_page(html, gold)),
-        ("score_extraction, text only (word + bag)",
+        ("shingle_counts (article-extraction metric)",
+         lambda: shingle_counts(ref.gold_shingles, extract)),
+        ("rouge_lsum_f1", lambda: rouge_lsum_f1(gold, extract)),
+        ("score_extraction, text only (all figures)",
          lambda: score_extraction(ref, extract, None)),
         ("score_extraction, blocks = page tokens",
          lambda: score_extraction(ref, extract, page_blocks)),

@@ -2,13 +2,17 @@
 
     POST /runs                 202 {"id": ...}: JSON {"dataset": path | [paths] on the
                                server's allowed roots, or "pages": {"name", "pages": [{id,
-                               html, gold, feed?}]}, "services": [...], "options": {...}}
+                               html, gold, feed?}]} or just the list of pages,
+                               "services": [...], "options": {...}}
                                or multipart: an `archive` file (zip/tar of html/ + content/)
                                with optional `services` (comma list) and `options` (JSON)
     GET  /runs                 every run with its progress counts
     GET  /runs/{id}            status, progress per service, warnings
     GET  /runs/{id}/results    the figures (statistics summary) of the results so far
     GET  /runs/{id}/report     report.html of a finished run
+    GET  /runs/{id}/pages/{page}  one page of a run: its gold text and, per row, the
+                               extract, its scores and the missed and extra words
+                               (?dataset=NAME when several test sets hold the page id)
     GET  /health
 
 Errors are JSON `{"error", "detail"}` like the services'. The service URLs come
@@ -45,18 +49,22 @@ from orchestrator.datasets import (
     DatasetIn,
     datasets_from_archive,
 )
+from orchestrator.pagediff import page_diff
 from orchestrator.runner import (
     DatasetSource,
     RunSpec,
     create_run,
     execute_run,
     folder_source,
+    open_source,
     run_output_dir,
 )
-from orchestrator.statistics import summarize
+from orchestrator.service_options import OptionsError, check_options
+from orchestrator.statistics import ranked, summarize
 from orchestrator.store import Store
 from shared.answer import ServiceError, validation_message
 from shared.datasets import datasets_root
+from shared.openapi import document_bodies, install_offline_docs
 from shared.registry import SERVICES
 from shared.service import check_token, install_error_handlers, json_response, read_body
 
@@ -81,6 +89,18 @@ class ApiSettings(BaseSettings):
     resume: bool = Field(True, description="Resume unfinished runs of the store on start.")
 
 
+ARCHIVE_FORM: dict[str, Any] = {
+    "type": "object",
+    "required": ["archive"],
+    "properties": {
+        "archive": {"type": "string", "format": "binary",
+                    "description": "A zip or tar(.gz) of html/ and content/ (and feeds/)."},
+        "services": {"type": "string", "description": "Comma-separated service names."},
+        "options": {"type": "string", "description": "JSON object: options per service."},
+    },
+}
+
+
 class RunRequest(BaseModel):
     """JSON body of POST /runs."""
 
@@ -96,6 +116,12 @@ class RunRequest(BaseModel):
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @field_validator("pages", mode="before")
+    @classmethod
+    def _bare_list(cls, value: Any) -> Any:
+        """`"pages": [{id, html, gold}, ...]`: a list of pages is a test set named inline."""
+        return {"pages": value} if isinstance(value, list) else value
 
 
 def _resolve_dataset(path: str, roots: list[Path]) -> Path:
@@ -123,6 +149,10 @@ def _spec_from(config: RunConfig, services: list[str] | None,
     for name in options:
         if name not in SERVICES:
             raise ServiceError(422, "invalid_request", f"options for unknown service {name!r}")
+    try:
+        check_options({**config.options, **options})
+    except OptionsError as exc:
+        raise ServiceError(422, "invalid_options", str(exc)) from None
     mode = backend or ("embedded" if config.mode == "embedded" else "http")
     return RunSpec(
         datasets=[], services=names, options={**config.options, **options},
@@ -176,8 +206,12 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
             await asyncio.gather(*tasks.values(), return_exceptions=True)
             store().close()
 
-    app = FastAPI(title="boilerbench orchestrator", lifespan=lifespan)
+    app = FastAPI(title="boilerbench orchestrator", lifespan=lifespan, docs_url=None,
+                  redoc_url=None)
     install_error_handlers(app)
+    document_bodies(app, {("/runs", "post"): {"application/json": RunRequest,
+                                              "multipart/form-data": ARCHIVE_FORM}})
+    install_offline_docs(app)
 
     @app.middleware("http")
     async def _auth(request: Request, call_next: Any) -> Response:
@@ -214,12 +248,17 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
             services_field = form.get("services")
             options_field = form.get("options")
             try:
+                options = orjson.loads(str(options_field)) if options_field else {}
+            except orjson.JSONDecodeError as exc:
+                raise ServiceError(422, "invalid_request",
+                                   f"the `options` field is not JSON: {exc}") from None
+            try:
                 parsed = RunRequest(
                     services=[s.strip() for s in str(services_field).split(",") if s.strip()]
                     if services_field else None,
-                    options=orjson.loads(str(options_field)) if options_field else {})
-            except (ValidationError, orjson.JSONDecodeError) as exc:
-                raise ServiceError(422, "invalid_request", str(exc)) from None
+                    options=options)
+            except ValidationError as exc:
+                raise ServiceError(422, "invalid_request", validation_message(exc)) from None
         elif media_type == "application/json":
             try:
                 parsed = RunRequest.model_validate_json(body)
@@ -268,7 +307,9 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
     async def get_results(run_id: str) -> Response:
         info = run_or_404(run_id)
         results = store().results(run_id)
-        summary = await asyncio.to_thread(summarize, results)
+        spec = RunSpec.model_validate(store().spec(run_id))
+        summary = ranked(await asyncio.to_thread(summarize, results, spec.predictions),
+                         spec.rank_by)
         errors = [{"dataset": r.dataset, "page_id": r.page_id, "service": r.service,
                    "error": r.error} for r in results if r.status == "error"]
         return json_response({"run": info, "summary": summary.model_dump(mode="json"),
@@ -283,6 +324,34 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
             raise ServiceError(409, "not_finished",
                                f"run {run_id} is {info['status']}; the report comes at the end")
         return HTMLResponse(path.read_text(encoding="utf-8"))
+
+    @app.get("/runs/{run_id}/pages/{page_id}")
+    async def get_page(run_id: str, page_id: str, dataset: str | None = None) -> Response:
+        run_or_404(run_id)
+        results = [r for r in store().results(run_id)
+                   if r.page_id == page_id and (dataset is None or r.dataset == dataset)]
+        sets = sorted({r.dataset for r in results})
+        if not results:
+            raise ServiceError(404, "not_found", f"run {run_id} has no page {page_id!r}")
+        if len(sets) > 1:
+            raise ServiceError(422, "ambiguous_page",
+                               f"page {page_id!r} is in {sets}: add ?dataset=NAME")
+        spec = RunSpec.model_validate(store().spec(run_id))
+        source = next(s for s in spec.datasets if s.name == sets[0])
+        try:
+            gold = open_source(source, store(), run_id).page(page_id).gold
+        except (OSError, KeyError, ValueError) as exc:
+            raise ServiceError(409, "gold_unavailable",
+                               f"the gold text of {page_id!r} cannot be read: {exc}") from None
+        rows = []
+        for r in results:
+            diff = page_diff(gold, r.text)
+            rows.append({"row": r.service, "status": r.status, "error": r.error,
+                         "text": r.text,
+                         "scores": r.scores.model_dump(mode="json") if r.scores else None,
+                         "diff": diff.model_dump(mode="json")})
+        return json_response({"run": run_id, "dataset": sets[0], "page_id": page_id,
+                              "gold": gold, "rows": rows})
 
     return app
 

@@ -12,6 +12,12 @@ the results table. Where the services come from (see orchestrator/config.py):
   processes (`--workers`, default 2).
 
 Without any dataset named, it runs on the sample set shipped in orchestrator/sample.
+
+`--predictions DIR` adds each `<name>.json` of DIR (extracted texts per page, the
+article-extraction benchmark's layout, orchestrator/predictions.py) as a row scored
+beside the services; `boilerbench score` scores such files alone, without
+extracting. Options are checked against each service's options model before
+anything starts (exit 2), and a run in which a service failed every page exits 1.
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestrator.cli import app
-from orchestrator.config import ConfigError, RunConfig, load_config
+from orchestrator.config import LEGACY_STORE, ConfigError, RunConfig, load_config
 from orchestrator.datasets import SCRAPINGHUB_URL, DatasetError, download_scrapinghub
 from orchestrator.launcher import LocalStack, StackError, free_port
 from orchestrator.models import PageResult
-from orchestrator.report import render_table
+from orchestrator.predictions import PredictionsError, prediction_rows
+from orchestrator.report import detail_rows, render_table
 from orchestrator.runner import (
     RunSpec,
     create_run,
@@ -40,7 +47,8 @@ from orchestrator.runner import (
     folder_source,
     run_output_dir,
 )
-from orchestrator.statistics import summarize
+from orchestrator.service_options import OptionsError, check_options
+from orchestrator.statistics import RANK_KEYS, ranked, summarize
 from orchestrator.store import Store
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
@@ -104,8 +112,14 @@ def run(
                        ] = None,
     store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
     resume: Annotated[str | None, typer.Option(help="Resume this unfinished run id.")] = None,
+    predictions: Annotated[Path | None, typer.Option(
+        help="A folder of prediction files (<name>.json: {page id: {\"articleBody\": text}}),"
+             " each scored as a row beside the services.")] = None,
+    rank_by: Annotated[str, typer.Option(
+        help=f"The figure the tables rank by: {', '.join(RANK_KEYS)}.")] = "f1",
 ) -> None:
     """Evaluate services on test sets; print the results table and write the reports."""
+    _check_rank_by(rank_by)
     if sum((local, http, in_process)) > 1:
         raise typer.BadParameter("choose one of --local, --http, --in-process")
     urls = _pairs(url, "--url")
@@ -128,23 +142,91 @@ def run(
         "retries": retries, "store": store,
     }
     config = _config(config_file, cli)
+    try:
+        check_options(config.options)
+    except OptionsError as exc:
+        console.print(f"[red]invalid options: {exc}")
+        raise typer.Exit(2) from None
+    rows: dict[str, str] = {}
+    if predictions is not None and not resume:
+        try:
+            rows = prediction_rows(predictions, config.services)
+        except PredictionsError as exc:
+            console.print(f"[red]{exc}")
+            raise typer.Exit(2) from None
     db = Store(config.store_path)
     try:
         if resume:
             run_id = resume
             if db.run(run_id) is None:
-                console.print(f"[red]no run {run_id!r} in {config.store_path}")
+                console.print(f"[red]no run {run_id!r} in {config.store_path}"
+                              + _store_hint(run_id, config))
                 raise typer.Exit(2)
             spec = RunSpec.model_validate(db.spec(run_id))
         else:
-            spec, run_id = _new_run(db, config)
+            spec, run_id = _new_run(db, config, rows, rank_by)
         results = _execute(db, run_id, spec, config)
+        warnings = db.details(run_id)["warnings"]
     finally:
         db.close()
-    _print_results(results, run_id, Path(spec.output_folder), db)
+    _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
 
 
-def _new_run(db: Store, config: RunConfig) -> tuple[RunSpec, str]:
+@app.command()
+def score(
+    predictions: Annotated[Path, typer.Option(
+        help="A folder of prediction files (<name>.json: {page id: {\"articleBody\": text}}),"
+             " e.g. a run's outputs/ folder.")],
+    dataset: Annotated[list[Path], typer.Option(
+        help="The test set the predictions are for (html/, content/); repeatable.")],
+    output: Annotated[Path | None, typer.Option(
+        "--output", "--out", help="Output folder (a sub-folder per run).")] = None,
+    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
+    rank_by: Annotated[str, typer.Option(
+        help=f"The figure the tables rank by: {', '.join(RANK_KEYS)}.")] = "f1",
+    config_file: Annotated[Path | None, typer.Option(
+        "--config", exists=True, dir_okay=False, help="A key:value; configuration file.")] = None,
+) -> None:
+    """Score prediction files against a test set without extracting: the same figures,
+    tables and reports as `run`, one row per file."""
+    _check_rank_by(rank_by)
+    config = _config(config_file, {"dataset": dataset, "output_folder": output, "store": store})
+    try:
+        rows = prediction_rows(predictions)
+    except PredictionsError as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(2) from None
+    db = Store(config.store_path)
+    try:
+        spec, run_id = _new_run(db, config, rows, rank_by, services=[])
+        results = _execute(db, run_id, spec, config)
+        warnings = db.details(run_id)["warnings"]
+    finally:
+        db.close()
+    _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
+
+
+def _store_hint(run_id: str, config: RunConfig) -> str:
+    """Where else the run is (stores that earlier versions kept in output folders)."""
+    for candidate in dict.fromkeys([config.output_folder / LEGACY_STORE,
+                                    Path("results") / LEGACY_STORE]):
+        if candidate.is_file() and candidate.resolve() != config.store_path.resolve():
+            other = Store(candidate)
+            try:
+                if other.run(run_id) is not None:
+                    return f"; it is in {candidate}: add --store {candidate}"
+            finally:
+                other.close()
+    return "; name its store with --store PATH (or BOILERBENCH_STORE)"
+
+
+def _check_rank_by(rank_by: str) -> None:
+    if rank_by not in RANK_KEYS:
+        raise typer.BadParameter(f"--rank-by takes one of {', '.join(RANK_KEYS)}")
+
+
+def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = None,
+             rank_by: str = "f1", services: list[str] | None = None) -> tuple[RunSpec, str]:
     try:
         sets = config.dataset_folders()
     except ConfigError as exc:
@@ -154,7 +236,8 @@ def _new_run(db: Store, config: RunConfig) -> tuple[RunSpec, str]:
         sets = [("sample", SAMPLE_DIR / "html", SAMPLE_DIR / "content", SAMPLE_DIR / "feeds")]
     local = config.mode == "local"
     spec = RunSpec(
-        datasets=[], services=config.services, options=config.options,
+        datasets=[], services=config.services if services is None else services,
+        predictions=predictions or {}, rank_by=rank_by, options=config.options,
         backend="embedded" if config.mode == "embedded" else "http", urls=config.urls,
         local=local, concurrency=config.concurrency, workers=config.workers,
         timeout_s=config.timeout_s, retries=config.retries, backoff_s=config.backoff_s,
@@ -162,7 +245,7 @@ def _new_run(db: Store, config: RunConfig) -> tuple[RunSpec, str]:
     )
     try:
         run_id = create_run(db, spec, [folder_source(*s) for s in sets])
-    except (DatasetError, ValueError) as exc:
+    except (DatasetError, ValueError) as exc:  # PredictionsError is a ValueError
         console.print(f"[red]{exc}")
         raise typer.Exit(2) from None
     return RunSpec.model_validate(db.spec(run_id)), run_id
@@ -171,7 +254,7 @@ def _new_run(db: Store, config: RunConfig) -> tuple[RunSpec, str]:
 def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[PageResult]:
     stack: LocalStack | None = None
     urls: dict[str, str] | None = None
-    if spec.backend == "http" and (spec.local or config.mode == "local"):
+    if spec.services and spec.backend == "http" and (spec.local or config.mode == "local"):
         names = [n for n in spec.services if n not in config.urls]
         if names:
             stack = LocalStack(names, ports={n: free_port() for n in names})
@@ -204,9 +287,16 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[P
 
 
 def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
-                   db: Store) -> None:
-    summary = summarize(results)
+                   spec: RunSpec, warnings: list[str] | None = None) -> None:
+    """Print the ranked table, the rows' error reasons and the output paths; exit 1
+    when a live service failed every page it was given."""
+    summary = ranked(summarize(results, spec.predictions), spec.rank_by)
     out.print(render_table(summary, title=f"Run {run_id}"))
+    for cells in detail_rows(summary)[1]:
+        if cells[-1] != "–":
+            console.print(f"[yellow]{cells[0]} on {cells[1]}: {cells[-1]}")
+    for warning in warnings or []:
+        console.print(f"[yellow]warning: {warning}")
     errors = [r for r in results if r.status == "error"]
     if errors:
         by_service: dict[str, int] = {}
@@ -218,8 +308,14 @@ def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
         console.print(f"[yellow]  e.g. {first.service} on {first.dataset}/{first.page_id}: "
                       f"{first.error}")
     out_dir = run_output_dir(output_folder, run_id)
-    for name in ("results.json", "pages.csv", "summary.md", "report.html"):
+    for name in ("results.json", "pages.csv", "summary.md", "report.html", "outputs", "tables",
+                 "plots"):
         out.print(f"{name}: {out_dir / name}")
+    failed = [row.service for row in summary.services
+              if row.source == "service" and row.pages and row.errors == row.pages]
+    if failed:
+        console.print(f"[red]{', '.join(sorted(set(failed)))} failed every page")
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -280,7 +376,7 @@ def runs_show(
     spec = RunSpec.model_validate(db.spec(run_id))
     db.close()
     if results:
-        _print_results(results, run_id, Path(spec.output_folder), db)
+        _print_results(results, run_id, Path(spec.output_folder), spec)
 
 
 @datasets_app.command("download")

@@ -31,14 +31,17 @@ Keys (file key; environment variable `BOILERBENCH_<KEY>`; CLI flag), default in 
   may be combined with html_folder.
 - output_folder: one sub-folder per run with results.json, pages.csv, summary.md,
   report.html [results].
-- store: SQLite file of runs and page results [<output_folder>/boilerbench.sqlite].
+- store: SQLite file of runs and page results, one per user [the platform's data
+  folder: `$XDG_DATA_HOME/boilerbench/runs.sqlite` (`~/.local/share/...`) on Linux,
+  `~/Library/Application Support/boilerbench/runs.sqlite` on macOS,
+  `%LOCALAPPDATA%\\boilerbench\\runs.sqlite` on Windows].
 - services: comma list of service names, or `all` for every registered service
   [justext,boilerpipe,bte,cetd,density].
 - service.<name>.url: base URL of that service (it is then called over HTTP).
 - service.<name>.options: JSON object of that service's options [{}].
 - mode: `local` (start the services as local processes; services given a URL are
   called there), `http` (call URLs; default http://127.0.0.1:<registry port>), or
-  `embedded` (extractors in a pool of worker processes, no HTTP) [local].
+  `embedded` or `in-process` (extractors in a pool of worker processes, no HTTP) [local].
 - concurrency: requests in flight per service [4]. workers: processes of the
   embedded pool [2]. timeout_s: time limit of one request [60]. retries: further
   attempts after connection errors and 5xx replies [3]. backoff_s: first pause
@@ -59,6 +62,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
+import sys
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -164,6 +169,12 @@ class RunConfig(BaseSettings):
             raise ValueError("a service is named twice")
         return names
 
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode_alias(cls, mode: Any) -> Any:
+        """`in-process` as the CLI's --in-process says it (the same as `embedded`)."""
+        return "embedded" if isinstance(mode, str) and mode.strip() == "in-process" else mode
+
     @field_validator("urls")
     @classmethod
     def _http_urls(cls, urls: dict[str, str]) -> dict[str, str]:
@@ -184,7 +195,7 @@ class RunConfig(BaseSettings):
 
     @property
     def store_path(self) -> Path:
-        return self.store if self.store is not None else self.output_folder / "boilerbench.sqlite"
+        return self.store if self.store is not None else default_store_path()
 
     def dataset_folders(self) -> list[tuple[str, Path, Path, Path | None]]:
         """(name, html folder, content folder, feeds folder or None) of every test set."""
@@ -199,6 +210,22 @@ class RunConfig(BaseSettings):
             sets.append((folder.resolve().name, folder / "html", folder / "content",
                          feeds if feeds.is_dir() else None))
         return sets
+
+
+def default_store_path() -> Path:
+    """The user's store of runs in the platform's data folder (module docstring), so
+    runs are found from any working directory and none leaves files there."""
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "boilerbench" / "runs.sqlite"
+
+
+LEGACY_STORE = "boilerbench.sqlite"
+"""The store's file name inside an output folder, where earlier versions kept it."""
 
 
 def _key_names() -> list[str]:

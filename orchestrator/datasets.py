@@ -29,7 +29,7 @@ from typing import IO
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.decoding import NotHTMLError, decode_html
+from shared.decoding import NotHTMLError, decode_html, decode_text
 
 HTML_SUFFIXES = (".html", ".htm")
 GOLD_SUFFIX = ".txt"
@@ -51,6 +51,8 @@ class Page:
     html: bytes | str
     gold: str
     feed: str | None = None
+    notes: tuple[str, ...] = ()
+    """What was odd about the page's files (a gold file that is not UTF-8)."""
 
     def html_text(self) -> str:
         """The page as text; raises NotHTMLError for empty or binary input."""
@@ -76,8 +78,22 @@ class Dataset:
 
 
 def read_gold(data: bytes) -> str:
-    """Gold text files are UTF-8 (a BOM is dropped); stray bytes become U+FFFD."""
-    return data.decode("utf-8-sig", errors="replace")
+    """A gold (or feed) file's text: see read_gold_checked."""
+    return read_gold_checked(data)[0]
+
+
+def read_gold_checked(data: bytes) -> tuple[str, str | None]:
+    """A gold file's text, and a note when it was not valid UTF-8: such a file is
+    decoded as pages are (shared.decoding: declared or detected charset), never
+    with replacement characters that would count as words missed."""
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as exc:
+        note = f"not valid UTF-8 (byte {exc.start}); decoded by charset detection"
+    try:
+        return decode_text(data), note
+    except NotHTMLError:
+        return data.decode("utf-8", errors="replace"), f"{note} failed; bad bytes replaced"
 
 
 def pair_names(html: Iterable[str], content: Iterable[str], feeds: Iterable[str] = (),
@@ -135,10 +151,11 @@ def open_folder(name: str, html_folder: Path, content_folder: Path,
 
     def load(page_id: str) -> Page:
         feed = feed_by_id.get(page_id)
+        gold, note = read_gold_checked((content_folder / f"{page_id}{GOLD_SUFFIX}").read_bytes())
         return Page(
-            dataset=name, id=page_id, html=html_by_id[page_id].read_bytes(),
-            gold=read_gold((content_folder / f"{page_id}{GOLD_SUFFIX}").read_bytes()),
+            dataset=name, id=page_id, html=html_by_id[page_id].read_bytes(), gold=gold,
             feed=read_gold(feed.read_bytes()) if feed is not None else None,
+            notes=(f"content/{page_id}{GOLD_SUFFIX} is {note}",) if note else (),
         )
 
     if not ids:
@@ -283,7 +300,9 @@ def _tar_members(data: bytes, limits: ArchiveLimits) -> dict[PurePosixPath, byte
     try:
         archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")  # noqa: SIM115
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise ArchiveError(f"not a readable tar archive: {exc}") from None
+        # tarfile lists every compression it tried, one per line: the first line says it.
+        reason = str(exc).splitlines()[0].rstrip(": ") if str(exc) else type(exc).__name__
+        raise ArchiveError(f"not a readable zip or tar archive: {reason}") from None
     try:
         with archive:
             for member in archive:
@@ -342,8 +361,10 @@ def datasets_from_archive(data: bytes, name: str = "upload",
         pages = []
         for page_id in ids:
             feed = feeds.get(f"{page_id}{FEED_SUFFIX}")
-            pages.append(Page(set_name, page_id, files[html_by_id[page_id]],
-                              read_gold(files[content[f"{page_id}{GOLD_SUFFIX}"]]),
+            gold, note = read_gold_checked(files[content[f"{page_id}{GOLD_SUFFIX}"]])
+            if note:
+                warnings.append(f"{set_name}/{page_id}: content/{page_id}{GOLD_SUFFIX} is {note}")
+            pages.append(Page(set_name, page_id, files[html_by_id[page_id]], gold,
                               read_gold(files[feed]) if feed is not None else None))
         datasets.append(in_memory(set_name, pages, warnings))
     if not datasets:

@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.field_metrics import ShingleCounts
+
 METRICS: tuple[str, ...] = ("precision", "recall", "f1", "fallout", "accuracy")
 """The per-page figures of B.4.5 plus accuracy, in report order."""
 
@@ -99,6 +101,10 @@ class PageScores(BaseModel):
     """Word level by bag of words (multiset intersection)."""
     block: Counts | None = None
     """Block level; None when the service returned no blocks with words."""
+    shingle: ShingleCounts | None = None
+    """The article-extraction benchmark's 4-token shingle counts (field_metrics)."""
+    rouge_lsum: float | None = None
+    """ROUGE-LSum F1 (field_metrics)."""
 
 
 PageStatus = Literal["ok", "error", "skipped"]
@@ -123,7 +129,9 @@ class PageResult(BaseModel):
     scores: PageScores | None = None
 
 
-RunStatus = Literal["pending", "running", "finished", "failed", "cancelled"]
+RunStatus = Literal["pending", "running", "finished", "failed", "cancelled", "interrupted"]
+"""`interrupted` is never stored: the store reports a `running` run so when the
+process running it is gone (Store.run)."""
 
 
 class RunInfo(BaseModel):
@@ -138,3 +146,5 @@ class RunInfo(BaseModel):
     status: RunStatus = "pending"
     counts: dict[str, int] = Field(default_factory=dict)
     """Progress: e.g. total, ok, error, skipped page results."""
+    owner: str | None = None
+    """`host:pid` of the process that last set the run running."""

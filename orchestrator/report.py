@@ -1,4 +1,13 @@
-"""A run's outputs: results.json, pages.csv, summary.md and one offline report.html.
+"""A run's outputs: results.json, pages.csv, summary.md, one offline report.html, and
+the tables and plots as files a paper can take (tables/*.csv, tables/*.tex, plots/*.svg).
+
+Tables rank the rows of each dataset best first (statistics.ranked), flag models
+scored on their own training pages as in-sample and prediction files as files,
+print p-values below 1e-4 as `< 1e-4`, and give the pairwise tests as a compact
+matrix as well as in full. The report's per-page view lists each row's pages
+worst first, and shows the worst pages' gold and extract side by side with the
+missed and extra words marked (orchestrator.pagediff); the dots of the plots
+link to their page.
 
 The HTML report is a single file with its CSS inline and its plots drawn here as
 inline SVG (no script, no font, no CDN), so it opens anywhere, offline, and
@@ -10,7 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -18,14 +27,23 @@ from typing import Any
 from rich.table import Table
 
 from orchestrator.models import METRICS, Counts, PageResult, RunInfo
+from orchestrator.pagediff import page_diff, segments_html
 from orchestrator.statistics import (
     ALL_DATASETS,
     LevelSummary,
     MetricSummary,
+    PairwiseTest,
     ServiceSummary,
     Summary,
+    ranked,
     summarize,
 )
+
+GoldLookup = Callable[[str, str], str | None]
+"""(dataset, page id) -> the page's gold text, for the per-page view."""
+DETAIL_PAGES = 10
+"""Pages per row shown with their gold and extract side by side (the worst ones)."""
+SIGNIFICANCE = 0.05
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")
@@ -66,6 +84,17 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+def format_p(value: float | None) -> str:
+    """A p-value for a table: four decimals, `< 1e-4` below that."""
+    if value is None:
+        return "–"
+    return "< 1e-4" if value < 1e-4 else f"{value:.4f}"
+
+
+def _pm(value: float | None, spread: float | None) -> str:
+    return "–" if value is None else f"{value:.3f} ± {_fmt(spread)}"
+
+
 def _mean_ci(metric: MetricSummary | None) -> str:
     if metric is None or metric.mean is None:
         return "–"
@@ -76,24 +105,125 @@ def _level(row: ServiceSummary, level: str) -> LevelSummary | None:
     return row.levels.get(level)
 
 
+def _flags(row: ServiceSummary) -> str:
+    flags = []
+    if row.source == "file":
+        flags.append("file")
+    if row.in_sample:
+        flags.append("in-sample")
+    return ", ".join(flags)
+
+
 def table_rows(summary: Summary) -> tuple[list[str], list[list[str]]]:
-    """The results table as text cells: one row per service and dataset."""
-    header = ["service", "dataset", "pages", "errors", "skipped", "word P", "word R",
-              "word F1 (95% CI)", "micro F1", "bag F1", "block F1", "median ms"]
+    """The results table as text cells: one row per service (or prediction file) and
+    dataset, numbered in the order of the summary (statistics.ranked orders it)."""
+    header = ["#", "row", "dataset", "flags", "pages", "errors", "skipped", "word P",
+              "word R", "word F1 (95% CI)", "micro F1", "bag F1", "shingle F1 ± sd",
+              "shingle P", "shingle R", "exact", "ROUGE-LSum"]
     rows = []
+    rank, dataset = 0, None
     for row in summary.services:
-        word, bag, block = _level(row, "word"), _level(row, "word_bag"), _level(row, "block")
+        rank = rank + 1 if row.dataset == dataset else 1
+        dataset = row.dataset
+        word, bag = _level(row, "word"), _level(row, "word_bag")
+        shingle = row.shingle
         rows.append([
-            row.service, row.dataset, str(row.pages), str(row.errors), str(row.skipped),
+            str(rank), row.service, row.dataset, _flags(row), str(row.pages), str(row.errors),
+            str(row.skipped),
             _fmt(word.macro["precision"].mean) if word else "–",
             _fmt(word.macro["recall"].mean) if word else "–",
             _mean_ci(word.macro["f1"]) if word else "–",
             _fmt(word.micro["f1"]) if word and word.pages else "–",
             _fmt(bag.macro["f1"].mean) if bag else "–",
-            _fmt(block.macro["f1"].mean) if block else "–",
-            _fmt(row.elapsed_ms_median, 1),
+            _pm(shingle.f1, shingle.f1_std) if shingle else "–",
+            _fmt(shingle.precision) if shingle else "–",
+            _fmt(shingle.recall) if shingle else "–",
+            _fmt(shingle.accuracy) if shingle else "–",
+            _fmt(row.rouge_lsum.mean) if row.rouge_lsum else "–",
         ])
     return header, rows
+
+
+def detail_rows(summary: Summary) -> tuple[list[str], list[list[str]]]:
+    """What only some rows have: block F1 and time (live services), and the reasons
+    of their errors and skips."""
+    header = ["row", "dataset", "block F1", "median ms", "errors and skips by reason"]
+    rows = []
+    for row in summary.services:
+        block = _level(row, "block")
+        reasons = "; ".join(f"{reason} ({n})" for reason, n in row.error_reasons.items())
+        rows.append([row.service, row.dataset,
+                     _fmt(block.macro["f1"].mean) if block else "–",
+                     _fmt(row.elapsed_ms_median, 1), reasons or "–"])
+    return header, rows
+
+
+def pairwise_rows(summary: Summary) -> tuple[list[str], list[list[str]]]:
+    header = ["dataset", "A", "B", "pages", "differing", "mean F1 A", "mean F1 B", "p",
+              "p (Holm)", "note"]
+    rows = [[t.dataset, t.service_a, t.service_b, str(t.n), str(t.n_nonzero),
+             _fmt(t.mean_a), _fmt(t.mean_b), format_p(t.p_value), format_p(t.p_holm), t.note]
+            for t in summary.pairwise]
+    return header, rows
+
+
+def _verdict(test: PairwiseTest, row_is_a: bool) -> str:
+    """One matrix cell: `+` the row is significantly better (Holm p < 0.05), `-`
+    worse, `=` no significant difference, `?` not testable."""
+    if test.p_holm is None and test.p_value != 1.0:
+        return "?"
+    if test.p_holm is None or test.p_holm >= SIGNIFICANCE or test.median_difference is None:
+        return "="
+    better_a = (test.mean_a or 0.0) > (test.mean_b or 0.0)
+    return "+" if better_a == row_is_a else "-"
+
+
+def significance_matrices(summary: Summary) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Per dataset, the pairwise tests as a square matrix in ranking order:
+    (dataset, header, rows), each cell as `_verdict` says."""
+    matrices = []
+    for dataset in dict.fromkeys(r.dataset for r in summary.services):
+        names = [r.service for r in summary.services if r.dataset == dataset]
+        tests = {(t.service_a, t.service_b): t for t in summary.pairwise if t.dataset == dataset}
+        if not tests:
+            continue
+        rows = []
+        for a in names:
+            cells = [a]
+            for b in names:
+                if a == b:
+                    cells.append("")
+                elif (a, b) in tests:
+                    cells.append(_verdict(tests[(a, b)], True))
+                elif (b, a) in tests:
+                    cells.append(_verdict(tests[(b, a)], False))
+                else:
+                    cells.append("?")
+            rows.append(cells)
+        matrices.append((dataset, ["", *[str(i + 1) for i in range(len(names))]],
+                         [[f"{i + 1} {cells[0]}", *cells[1:]] for i, cells in enumerate(rows)]))
+    return matrices
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
+                  "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                  "^": r"\textasciicircum{}"}
+
+
+def _latex(text: str) -> str:
+    out = "".join(_LATEX_SPECIAL.get(c, c) for c in text)
+    return out.replace("±", r"$\pm$").replace("–", "--").replace("<", r"$<$")
+
+
+def latex_table(header: list[str], rows: list[list[str]], caption: str, label: str) -> str:
+    """A booktabs table (\\usepackage{booktabs})."""
+    spec = "l" * min(4, len(header)) + "r" * max(0, len(header) - 4)
+    lines = [r"\begin{table}", r"\centering", rf"\caption{{{_latex(caption)}}}",
+             rf"\label{{{label}}}", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+             " & ".join(_latex(h) for h in header) + r" \\", r"\midrule"]
+    lines += [" & ".join(_latex(c) for c in cells) + r" \\" for cells in rows]
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
 
 
 def render_table(summary: Summary, title: str = "Results") -> Table:
@@ -107,29 +237,49 @@ def render_table(summary: Summary, title: str = "Results") -> Table:
     return table
 
 
+def _warnings(run: RunInfo) -> list[str]:
+    warnings = run.options.get("warnings") or []
+    return [str(w) for w in warnings]
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    numeric = {i for i, h in enumerate(header) if h not in ("row", "dataset", "flags", "A", "B",
+                                                              "note", "")}
+    return ["| " + " | ".join(header) + " |",
+            "|" + "|".join("---:" if i in numeric else "---" for i in range(len(header))) + "|",
+            *["| " + " | ".join(c.replace("|", "/") for c in cells) + " |" for cells in rows]]
+
+
 def markdown_summary(run: RunInfo, summary: Summary) -> str:
-    """summary.md: the results table and the pairwise tests."""
+    """summary.md: the ranked results table, details, warnings and the pairwise tests."""
     header, rows = table_rows(summary)
     lines = [f"# Run {run.id}", "",
              f"Created {run.created.isoformat()}; status {run.status}; "
              f"datasets: {', '.join(run.datasets) or '–'}; "
-             f"services: {', '.join(run.services) or '–'}.",
+             f"rows: {', '.join(run.services) or '–'}.",
              "",
              "Word figures: per-page means (macro) with a bootstrap 95% interval; micro F1 from "
-             "counts summed over pages. Errors count as empty output; skipped pages are left out.",
-             "",
-             "| " + " | ".join(header) + " |",
-             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+             "counts summed over pages. Shingle figures: the article-extraction benchmark's "
+             "metric (4-token shingles; F1 of the precision and recall means, ± the bootstrap "
+             "standard deviation; exact: share of pages whose tokens equal the gold's). "
+             "ROUGE-LSum: per-page mean F1. Errors count as empty output; skipped pages are "
+             "left out. Flags: `file` a prediction file; `in-sample` a model scored on the "
+             "test set it was trained on.",
+             "", *_md_table(header, rows)]
+    detail_header, details = detail_rows(summary)
+    lines += ["", "## Details", "", *_md_table(detail_header, details)]
+    warnings = _warnings(run)
+    if warnings:
+        lines += ["", f"## Warnings ({len(warnings)})", "", *[f"- {w}" for w in warnings]]
+    for dataset, matrix_header, matrix in significance_matrices(summary):
+        lines += ["", f"## Significance on {dataset} (Wilcoxon, Holm-corrected, word F1)", "",
+                  "`+`: the row is significantly better than the column (p < 0.05), `-` "
+                  "worse, `=` no significant difference, `?` not testable.", "",
+                  *_md_table(matrix_header, matrix)]
     if summary.pairwise:
+        pair_header, pair_rows = pairwise_rows(summary)
         lines += ["", "## Pairwise Wilcoxon signed-rank tests (per-page word F1)", "",
-                  "| dataset | A | B | pages | differing | mean F1 A | mean F1 B | p | p (Holm) "
-                  "| note |",
-                  "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
-        for t in summary.pairwise:
-            lines.append(f"| {t.dataset} | {t.service_a} | {t.service_b} | {t.n} | "
-                         f"{t.n_nonzero} | {_fmt(t.mean_a)} | {_fmt(t.mean_b)} | "
-                         f"{_fmt(t.p_value, 4)} | {_fmt(t.p_holm, 4)} | {t.note} |")
+                  *_md_table(pair_header, pair_rows)]
     return "\n".join(lines) + "\n"
 
 
@@ -197,9 +347,15 @@ def _quantiles(values: Sequence[float]) -> tuple[float, float, float, float, flo
     return ordered[0], q(0.25), q(0.5), q(0.75), ordered[-1]
 
 
-def f1_distribution_svg(groups: list[tuple[str, int, list[float]]]) -> str:
+def _linked(circle: str, link: str | None) -> str:
+    return f'<a href="#{escape(link)}">{circle}</a>' if link else circle
+
+
+def f1_distribution_svg(groups: list[tuple[str, int, list[float]]],
+                        links: list[list[str]] | None = None) -> str:
     """Box plot with every page as a dot, one row per service and dataset
-    (groups: label, colour index of the service, per-page F1)."""
+    (groups: label, colour index of the service, per-page F1; links: each dot's
+    anchor in the per-page view)."""
     row_h, left, right, top = 36, 220, 40, 30
     width = 900
     height = top + row_h * max(1, len(groups)) + 50
@@ -226,16 +382,18 @@ def f1_distribution_svg(groups: list[tuple[str, int, list[float]]]) -> str:
         parts.append(f'<line class="median" x1="{sx(med):.1f}" y1="{cy - 10}" '
                      f'x2="{sx(med):.1f}" y2="{cy + 10}" stroke="{colour}" stroke-width="3"/>')
         for j, v in enumerate(values):
-            parts.append(f'<circle class="point" cx="{sx(v):.1f}" '
-                         f'cy="{cy + _jitter(j) * 14:.1f}" r="2.2" fill="{colour}" '
-                         f'fill-opacity="0.6"/>')
+            link = links[i][j] if links else None
+            parts.append(_linked(f'<circle class="point" cx="{sx(v):.1f}" '
+                                 f'cy="{cy + _jitter(j) * 14:.1f}" r="2.2" fill="{colour}" '
+                                 f'fill-opacity="0.6"/>', link))
     parts += _x_axis(x0, x1, top + row_h * max(1, len(groups)) + 4, "word F1")
     parts.append("</svg>")
     return "\n".join(parts)
 
 
 def precision_recall_svg(series: list[tuple[str, list[tuple[float, float]], MetricSummary | None,
-                                            MetricSummary | None]]) -> str:
+                                            MetricSummary | None]],
+                         links: list[list[str]] | None = None) -> str:
     """Per-page precision against recall, coloured by service; a ringed marker at
     each service's mean."""
     width, height, left, right, top, bottom = 620, 560, 70, 170, 30, 70
@@ -253,9 +411,10 @@ def precision_recall_svg(series: list[tuple[str, list[tuple[float, float]], Metr
 
     for i, (name, points, mean_p, mean_r) in enumerate(series):
         colour = _colour(i)
-        for precision, recall in points:
-            parts.append(f'<circle class="point" cx="{px(recall):.1f}" cy="{py(precision):.1f}" '
-                         f'r="2.5" fill="{colour}" fill-opacity="0.45"/>')
+        for j, (precision, recall) in enumerate(points):
+            parts.append(_linked(f'<circle class="point" cx="{px(recall):.1f}" '
+                                 f'cy="{py(precision):.1f}" r="2.5" fill="{colour}" '
+                                 f'fill-opacity="0.45"/>', links[i][j] if links else None))
         if mean_p is not None and mean_r is not None and mean_p.mean is not None \
                 and mean_r.mean is not None:
             parts.append(f'<circle class="mean" cx="{px(mean_r.mean):.1f}" '
@@ -320,6 +479,13 @@ th { background: #f0f0f0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 svg.plot { display: block; margin: 1.5em 0; border: 1px solid #ddd; }
 .note { color: #555; font-size: 13px; }
+.pages { max-height: 24em; overflow-y: auto; display: inline-block; }
+.side { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }
+.side > div { border: 1px solid #ccc; padding: 0.5em; max-height: 30em; overflow-y: auto;
+  font-size: 13px; line-height: 1.5; }
+del.missed { background: #fdd; color: #900; }
+ins.extra { background: #dfd; color: #060; text-decoration: none; }
+:target { outline: 3px solid #f90; }
 """
 
 
@@ -337,24 +503,81 @@ def _scored(results: Sequence[PageResult]) -> list[PageResult]:
     return [r for r in results if r.status != "skipped" and r.scores is not None]
 
 
-def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult]) -> str:
-    """The self-contained report: run, results table, plots, pairwise tests."""
+def page_anchor(result: PageResult) -> str:
+    """The per-page view's anchor of one page of one row."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in
+                   f"{result.service}--{result.dataset}--{result.page_id}")
+    return f"page--{safe}"
+
+
+def _page_view(results: Sequence[PageResult], gold: GoldLookup | None) -> list[str]:
+    """Each row's pages worst first (word F1), and the worst DETAIL_PAGES of each
+    with gold and extract side by side (when the gold texts are at hand)."""
+    scored = _scored(results)
+    parts = ['<h2 id="pages">Pages, worst first</h2>',
+             '<p class="note">Per row, its pages by word F1, worst first. The worst '
+             f"{DETAIL_PAGES} of each row open to the gold (left) and the extract (right): "
+             '<del class="missed">missed words</del> and <ins class="extra">extra words'
+             "</ins> are marked. Every dot of the plots links here.</p>"]
+    for service in sorted({r.service for r in scored}):
+        pages = sorted((r for r in scored if r.service == service),
+                       key=lambda r: (r.scores.word.f1 if r.scores else 0.0, r.page_id))
+        rows = []
+        details = []
+        for i, r in enumerate(pages):
+            anchor = page_anchor(r)
+            word = r.scores.word if r.scores else None
+            shingle = r.scores.shingle if r.scores else None
+            target = f"detail-{anchor}" if gold is not None and i < DETAIL_PAGES else anchor
+            rows.append(f'<tr id="{anchor}"><td><a href="#{target}">{escape(r.page_id)}</a>'
+                        f"</td><td>{escape(r.dataset)}</td><td>{escape(r.status)}</td>"
+                        f'<td class=num>{_fmt(word.f1 if word else None)}</td>'
+                        f'<td class=num>{_fmt(word.precision if word else None)}</td>'
+                        f'<td class=num>{_fmt(word.recall if word else None)}</td>'
+                        f'<td class=num>{_fmt(shingle.recall if shingle else None)}</td></tr>')
+            text = gold(r.dataset, r.page_id) if gold is not None and i < DETAIL_PAGES else None
+            if text is not None:
+                diff = page_diff(text, r.text)
+                opened = " open" if i == 0 else ""  # each row's worst page shows at once
+                details.append(
+                    f'<details class="page" id="detail-{anchor}"{opened}><summary>'
+                    f"{escape(service)} on "
+                    f"{escape(r.dataset)}/{escape(r.page_id)}: word F1 "
+                    f"{_fmt(word.f1 if word else None)}, {diff.missed_words} missed and "
+                    f"{diff.extra_words} extra words</summary>"
+                    f'<div class="side"><div class="gold"><h4>gold</h4>'
+                    f"{segments_html(diff.gold)}</div><div class=\"extract\"><h4>extract</h4>"
+                    f"{segments_html(diff.extract)}</div></div></details>")
+        parts += [f"<h3>{escape(service)}</h3>",
+                  '<div class="pages"><table><thead><tr><th>page</th><th>dataset</th>'
+                  "<th>status</th><th>word F1</th><th>word P</th><th>word R</th>"
+                  "<th>shingle R</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+                  "</div>", *details]
+    return parts
+
+
+def _plots(summary: Summary, results: Sequence[PageResult]) -> dict[str, str]:
+    """The report's plots as SVG documents, by file stem."""
     scored = _scored(results)
     datasets = sorted({r.dataset for r in results})
     services = sorted({r.service for r in results})
     several = len(datasets) > 1
     groups: list[tuple[str, int, list[float]]] = []
+    group_links: list[list[str]] = []
     for index, service in enumerate(services):
         for dataset in datasets:
-            values = [r.scores.word.f1 for r in scored
-                      if r.scores and r.service == service and r.dataset == dataset]
-            if values:
-                groups.append((f"{service} · {dataset}" if several else service, index, values))
+            mine = [r for r in scored if r.scores and r.service == service and r.dataset == dataset]
+            if mine:
+                groups.append((f"{service} · {dataset}" if several else service, index,
+                               [r.scores.word.f1 for r in mine if r.scores]))
+                group_links.append([page_anchor(r) for r in mine])
     pooled = ALL_DATASETS if several else (datasets[0] if datasets else "")
     series = []
+    series_links: list[list[str]] = []
     for service in services:
-        points = [(r.scores.word.precision, r.scores.word.recall) for r in scored
-                  if r.scores and r.service == service]
+        mine = [r for r in scored if r.scores and r.service == service]
+        points = [(r.scores.word.precision, r.scores.word.recall) for r in mine if r.scores]
+        series_links.append([page_anchor(r) for r in mine])
         try:
             word = summary.get(service, pooled).levels.get("word")
         except KeyError:
@@ -363,14 +586,20 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult]) -
                        word.macro["recall"] if word else None))
     means = {(row.service, row.dataset): row.levels["word"].macro["f1"]
              for row in summary.services if "word" in row.levels}
+    return {"f1_distribution": f1_distribution_svg(groups, group_links),
+            "precision_recall": precision_recall_svg(series, series_links),
+            "dataset_bars": dataset_bars_svg(datasets, services, means)}
+
+
+def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult],
+                gold: GoldLookup | None = None) -> str:
+    """The self-contained report: run, ranked results, plots, significance, pages."""
     header, rows = table_rows(summary)
-    pair_header = ["dataset", "A", "B", "pages", "differing", "mean F1 A", "mean F1 B", "p",
-                   "p (Holm)", "note"]
-    pair_rows = [[t.dataset, t.service_a, t.service_b, str(t.n), str(t.n_nonzero),
-                  _fmt(t.mean_a), _fmt(t.mean_b), _fmt(t.p_value, 4), _fmt(t.p_holm, 4), t.note]
-                 for t in summary.pairwise]
+    detail_header, details = detail_rows(summary)
+    pair_header, pair_rows = pairwise_rows(summary)
     errors = [r for r in results if r.status == "error"]
     error_rows = [[r.service, r.dataset, r.page_id, r.error or ""] for r in errors[:200]]
+    warnings = _warnings(run)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>boilerbench run {escape(run.id)}</title>", f"<style>{_CSS}</style>",
@@ -378,19 +607,33 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult]) -
         f"<h1>boilerbench run {escape(run.id)}</h1>",
         f'<p class="note">Created {escape(run.created.isoformat())}; status '
         f"{escape(run.status)}; datasets: {escape(', '.join(run.datasets) or '–')}; "
-        f"services: {escape(', '.join(run.services) or '–')}; "
+        f"rows: {escape(', '.join(run.services) or '–')}; "
         f"{len(results)} page results.</p>",
+    ]
+    if warnings:
+        parts += [f'<h2 id="warnings">Warnings ({len(warnings)})</h2><ul>',
+                  *[f"<li>{escape(w)}</li>" for w in warnings], "</ul>"]
+    parts += [
         "<h2>Results</h2>",
-        '<p class="note">Word figures by token alignment (LCS): per-page means with a '
-        "bootstrap 95% interval; micro F1 from counts summed over pages; bag F1 by bag of "
-        "words; block F1 from the blocks each service returns. Errors count as empty output; "
+        '<p class="note">Ranked best first per dataset. Word figures by token alignment '
+        "(LCS): per-page means with a bootstrap 95% interval; micro F1 from counts summed "
+        "over pages; bag F1 by bag of words. Shingle figures: the article-extraction "
+        "benchmark's metric (4-token shingles; F1 of the precision and recall means ± the "
+        "bootstrap standard deviation; exact: share of pages whose tokens equal the gold's). "
+        "ROUGE-LSum: per-page mean F1. Flags: <i>file</i> a prediction file, <i>in-sample</i> "
+        "a model scored on the test set it was trained on. Errors count as empty output; "
         "skipped pages are left out.</p>",
         _html_table(header, rows, "results-table"),
-        "<h2>Plots</h2>",
-        f1_distribution_svg(groups),
-        precision_recall_svg(series),
-        dataset_bars_svg(datasets, services, means),
+        "<h2>Plots</h2>", *_plots(summary, results).values(),
+        "<h2>Details</h2>", _html_table(detail_header, details, "details-table"),
     ]
+    for dataset, matrix_header, matrix in significance_matrices(summary):
+        parts += [f"<h2>Significance on {escape(dataset)}</h2>",
+                  '<p class="note">Wilcoxon signed-rank tests of per-page word F1, '
+                  "Holm-corrected: <b>+</b> the row is significantly better than the column "
+                  "(p &lt; 0.05), <b>-</b> worse, <b>=</b> no significant difference, "
+                  "<b>?</b> not testable.</p>",
+                  _html_table(matrix_header, matrix, f"significance-{escape(dataset)}")]
     if pair_rows:
         parts += ["<h2>Pairwise Wilcoxon signed-rank tests (per-page word F1)</h2>",
                   _html_table(pair_header, pair_rows, "pairwise-table")]
@@ -398,6 +641,7 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult]) -
         parts += [f"<h2>Errors ({len(errors)})</h2>",
                   _html_table(["service", "dataset", "page", "reason"], error_rows,
                               "errors-table")]
+    parts += _page_view(results, gold)
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -405,10 +649,13 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult]) -
 # ---------------------------------------------------------------- all outputs
 
 def write_outputs(out_dir: Path, run: RunInfo, results: list[PageResult],
-                  summary: Summary | None = None) -> dict[str, Path]:
-    """Write results.json, pages.csv, summary.md and report.html into out_dir."""
+                  summary: Summary | None = None, gold: GoldLookup | None = None,
+                  rank_by: str = "f1") -> dict[str, Path]:
+    """Write results.json, pages.csv, summary.md, report.html, the tables as CSV and
+    LaTeX (tables/) and the plots as SVG (plots/) into out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = summary if summary is not None else summarize(results)
+    files = run.options.get("predictions") or {}
+    summary = ranked(summary if summary is not None else summarize(results, files), rank_by)
     rows = [page_row(r) for r in results]
     paths = {
         "json": out_dir / "results.json",
@@ -427,5 +674,44 @@ def write_outputs(out_dir: Path, run: RunInfo, results: list[PageResult],
         writer.writeheader()
         writer.writerows(rows)
     paths["markdown"].write_text(markdown_summary(run, summary), encoding="utf-8")
-    paths["html"].write_text(render_html(run, summary, results), encoding="utf-8")
+    paths["html"].write_text(render_html(run, summary, results, gold), encoding="utf-8")
+    paths.update(write_exports(out_dir, summary, results))
+    return paths
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def write_exports(out_dir: Path, summary: Summary, results: Sequence[PageResult]
+                  ) -> dict[str, Path]:
+    """tables/{results,details,pairwise,significance-<dataset>}.{csv,tex} and
+    plots/<plot>.svg (standalone SVG documents)."""
+    tables, plots = out_dir / "tables", out_dir / "plots"
+    tables.mkdir(exist_ok=True)
+    plots.mkdir(exist_ok=True)
+    named = {"results": (*table_rows(summary), "Results, ranked per dataset"),
+             "details": (*detail_rows(summary), "Block F1, time and error reasons"),
+             "pairwise": (*pairwise_rows(summary), "Pairwise Wilcoxon signed-rank tests")}
+    for dataset, header, rows in significance_matrices(summary):
+        stem = "significance-" + "".join(c if c.isalnum() else "_" for c in dataset)
+        named[stem] = (header, rows, f"Significance on {dataset} (+ better, - worse, "
+                       "= no significant difference; Holm-corrected Wilcoxon, p < 0.05)")
+    paths: dict[str, Path] = {}
+    for stem, (header, rows, caption) in named.items():
+        paths[f"{stem}.csv"] = _write_csv(tables / f"{stem}.csv", header, rows)
+        tex = tables / f"{stem}.tex"
+        tex.write_text(latex_table(header, rows, caption, f"tab:{stem}"), encoding="utf-8")
+        paths[f"{stem}.tex"] = tex
+    for stem, svg in _plots(summary, results).items():
+        path = plots / f"{stem}.svg"
+        document = svg.replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" '
+                               'xmlns:xlink="http://www.w3.org/1999/xlink" ', 1)
+        path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n' + document,
+                        encoding="utf-8")
+        paths[f"{stem}.svg"] = path
     return paths

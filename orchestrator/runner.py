@@ -58,10 +58,11 @@ from typing import Any, Literal, Protocol
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from orchestrator.datasets import Dataset, Page, in_memory, open_folder
 from orchestrator.models import PageResult, PageScores, RunInfo
+from orchestrator.predictions import MISSING, lookup, read_predictions, write_predictions
 from orchestrator.scoring import PageReference, prepare_page, score_empty, score_extraction
 from orchestrator.store import Store
 from shared.answer import ServiceError, finish_reply
@@ -75,6 +76,9 @@ NO_FEEDS = "dataset has no feeds"
 NO_PAGE_FEED = "the page has no feed"
 # Pages of up to this many tokens are scored in the event loop (module docstring).
 INLINE_SCORING_TOKENS = 5000
+# ...and whose gold has at most this many: ROUGE-LSum's time grows with gold x extract
+# tokens (field_metrics), so a long gold goes to the thread even on a small page.
+INLINE_SCORING_GOLD_TOKENS = 1000
 # The interpreter's GIL switch interval during runs (execute_run says why).
 GIL_SWITCH_INTERVAL_S = 0.0005
 
@@ -93,7 +97,9 @@ class RunSpec(BaseModel):
     """Everything needed to run (or resume) a run; stored with it."""
 
     datasets: list[DatasetSource]
-    services: list[str] = Field(min_length=1)
+    services: list[str] = Field(default_factory=list)
+    predictions: dict[str, str] = Field(default_factory=dict)
+    """Rows scored from prediction files (row name -> file path), beside the services."""
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     backend: Backend = "http"
     urls: dict[str, str] = Field(default_factory=dict)
@@ -107,6 +113,22 @@ class RunSpec(BaseModel):
     service_token: str | None = None
     output_folder: str = "results"
     total: int = 0
+    rank_by: str = "f1"
+    """The figure the tables rank by (statistics.RANK_KEYS)."""
+
+    @model_validator(mode="after")
+    def _some_row(self) -> RunSpec:
+        if not self.services and not self.predictions:
+            raise ValueError("name at least one service or prediction file")
+        clash = set(self.services) & set(self.predictions)
+        if clash:
+            raise ValueError(f"a prediction row has a service's name: {sorted(clash)}")
+        return self
+
+    @property
+    def rows(self) -> list[str]:
+        """Every row of the run: the live services, then the prediction files."""
+        return [*self.services, *self.predictions]
 
     def url(self, service: str) -> str:
         return self.urls.get(service, f"http://127.0.0.1:{get_service(service).port}")
@@ -364,12 +386,15 @@ def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (
     if len(set(names)) != len(names):
         raise ValueError(f"two test sets have the same name: {names}")
     all_sets = datasets + list(memory)
+    for path in spec.predictions.values():
+        read_predictions(Path(path))  # a file that cannot be read fails now, not mid-run
     warnings = [w for d in all_sets for w in d.warnings]
     spec = spec.model_copy(update={
-        "datasets": sources, "total": sum(len(d.ids) for d in all_sets) * len(spec.services)})
+        "datasets": sources, "total": sum(len(d.ids) for d in all_sets) * len(spec.rows)})
     run_id = run_id or uuid.uuid4().hex[:12]
-    info = RunInfo(id=run_id, datasets=names, services=spec.services,
+    info = RunInfo(id=run_id, datasets=names, services=spec.rows,
                    options={"services": spec.options, "backend": spec.backend,
+                            "predictions": spec.predictions,
                             "concurrency": spec.concurrency, "timeout_s": spec.timeout_s,
                             "retries": spec.retries})
     inputs = [page for d in memory for page in d.pages()]
@@ -392,11 +417,16 @@ def open_source(source: DatasetSource, store: Store | None = None,
 ProgressFn = Callable[[PageResult], None]
 
 
+EMPTY_GOLD = "the gold text is empty: every extracted word counts as a false positive"
+
+
 @dataclass
 class _Prepared:
     html: str | None
     ref: PageReference | None
     reason: str | None
+    notes: tuple[str, ...] = ()
+    """Warnings about a page that is still scored (gold not UTF-8, empty gold)."""
 
 
 def _prepare(page: Page) -> _Prepared:
@@ -404,7 +434,8 @@ def _prepare(page: Page) -> _Prepared:
         html = page.html_text()
     except NotHTMLError as exc:
         return _Prepared(None, None, f"the page is not HTML: {exc}")
-    return _Prepared(html, prepare_page(html, page.gold), None)
+    notes = page.notes + ((EMPTY_GOLD,) if not page.gold.strip() else ())
+    return _Prepared(html, prepare_page(html, page.gold), None, notes)
 
 
 class PreparedPages:
@@ -472,9 +503,12 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
     # interval (5 ms by default) to get it back, while the services run out of work.
     sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S))
     loop = asyncio.get_running_loop()
-    own_extractor = extractor is None
-    extractor = extractor or make_extractor(spec)
-    await extractor.start()
+    predicted = {name: read_predictions(Path(path)) for name, path in spec.predictions.items()}
+    own_extractor = extractor is None and bool(spec.services)
+    if own_extractor:
+        extractor = make_extractor(spec)
+    if extractor is not None:
+        await extractor.start()
     failures: list[BaseException] = []
     warned: set[tuple[str, str]] = set()
 
@@ -495,7 +529,8 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
 
     async def scored(ref: PageReference, score: Callable[[], PageScores]) -> PageScores:
         """Score a page of few tokens right here, a larger one in the worker thread."""
-        if len(ref.page_tokens) <= INLINE_SCORING_TOKENS:
+        if len(ref.page_tokens) <= INLINE_SCORING_TOKENS \
+                and len(ref.gold_tokens) <= INLINE_SCORING_GOLD_TOKENS:
             return timed_score(score)
         return await loop.run_in_executor(worker, timed_score, score)
 
@@ -521,7 +556,13 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
                 record(PageResult(**base, status="skipped", error=reason))
                 return
             options["feed"] = page.feed
-        outcome = await extractor.extract(service, prepared.html, options)
+        if service in predicted:
+            text = lookup(predicted[service], dataset.name, page.id)
+            outcome = Outcome(error=MISSING) if text is None else Outcome(text)
+        elif extractor is None:
+            raise RuntimeError("execute_run needs an extractor for live services")
+        else:
+            outcome = await extractor.extract(service, prepared.html, options)
         if timings is not None:
             timings.add_outcome(outcome)
         ref = prepared.ref
@@ -541,7 +582,7 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
     # and shared through PreparedPages while services still need them.
     work = {service: [(dataset, page_id) for dataset in datasets for page_id in dataset.ids
                       if (dataset.name, page_id, service) not in done]
-            for service in spec.services}
+            for service in spec.rows}
     pending_services: dict[tuple[str, str], int] = {}
     for items in work.values():
         for dataset, page_id in items:
@@ -558,9 +599,12 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
                 return
             try:
                 page, prepared = await pages.get(dataset, page_id)
-                if prepared.reason is not None and (dataset.name, page_id) not in warned:
+                if (prepared.reason is not None or prepared.notes) \
+                        and (dataset.name, page_id) not in warned:
                     warned.add((dataset.name, page_id))
-                    store.add_warnings(run_id, [f"{dataset.name}/{page_id}: {prepared.reason}"])
+                    reasons = [prepared.reason] if prepared.reason else list(prepared.notes)
+                    store.add_warnings(run_id, [f"{dataset.name}/{page_id}: {reason}"
+                                                for reason in reasons])
                 await run_service(dataset, page, prepared, service)
             except Exception as exc:
                 failures.append(exc)
@@ -583,7 +627,7 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
         raise
     finally:
         worker.shutdown(wait=False, cancel_futures=True)
-        if own_extractor:
+        if own_extractor and extractor is not None:
             await extractor.aclose()
     if failures:
         store.set_status(run_id, "failed", f"{type(failures[0]).__name__}: {failures[0]}")
@@ -611,7 +655,18 @@ def write_run_outputs(store: Store, run_id: str, output_folder: Path,
     warnings = store.details(run_id)["warnings"]
     if warnings:  # unpaired files and unusable pages travel with the figures
         info = info.model_copy(update={"options": {**info.options, "warnings": warnings}})
+    spec = RunSpec.model_validate(store.spec(run_id))
+    sets: dict[str, Dataset] = {}
+    for source in spec.datasets:
+        with contextlib.suppress(Exception):  # the report goes out without its diffs then
+            sets[source.name] = open_source(source, store, run_id)
+
+    def gold(dataset: str, page_id: str) -> str | None:
+        found = sets.get(dataset)
+        return found.page(page_id).gold if found is not None else None
+
     out_dir = run_output_dir(output_folder, run_id)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_outputs(out_dir, info, results)
+    write_outputs(out_dir, info, results, gold=gold, rank_by=spec.rank_by)
+    write_predictions(out_dir, results)
     return out_dir

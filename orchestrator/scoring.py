@@ -26,6 +26,10 @@ the gold once; a block is gold content when more than half of its tokens align
 (ties are boilerplate). Blocks without tokens are ignored. TP/FP/FN/TN then
 compare each block's `is_content` with that label.
 
+The field's figures (orchestrator.field_metrics) come with every score of a page
+prepared with its gold text: the article-extraction benchmark's shingle counts on
+the raw texts, and ROUGE-LSum F1.
+
 Speed: tokens are encoded as one character each (code points by frequency
 rank on the page, so the common words fall in rapidfuzz's fast table for code
 points below 256), and rapidfuzz's bit-parallel LCS runs on those strings:
@@ -43,6 +47,7 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import cached_property
 
+from orchestrator.field_metrics import GoldShingles, rouge_lsum_f1, shingle_counts
 from orchestrator.models import Counts, PageScores
 from shared.alignment import aligned_mask, lcs_length
 from shared.contract import Block
@@ -62,8 +67,11 @@ def _code_point(rank: int) -> str:
 class PageReference:
     """What scoring needs from one page and its gold text, computed once per page."""
 
-    def __init__(self, page_tokens: list[str], gold_tokens: list[str]) -> None:
+    def __init__(self, page_tokens: list[str], gold_tokens: list[str],
+                 gold_text: str | None = None) -> None:
         self.page_tokens = page_tokens
+        self.gold_text = gold_text
+        """The raw gold, for the field's metrics (none for word figures alone)."""
         self.gold_tokens = gold_tokens
         self.page_counts: Counter[str] = Counter(page_tokens)
         self.gold_counts: Counter[str] = Counter(gold_tokens)
@@ -100,6 +108,10 @@ class PageReference:
         return "".join([codes.get(token, sentinel) for token in tokens])
 
     @cached_property
+    def gold_shingles(self) -> GoldShingles:
+        return GoldShingles(self.gold_text or "")
+
+    @cached_property
     def page_gold_mask(self) -> list[bool]:
         """Which page tokens align with the gold; reused for blocks that hold
         exactly the page's tokens (most block-based services)."""
@@ -108,7 +120,7 @@ class PageReference:
 
 def prepare_page(html: str, gold: str) -> PageReference:
     """Tokenize a page's visible text and its gold text once, for all services."""
-    return PageReference(tokenize(visible_text(parse_html(html))), tokenize(gold))
+    return PageReference(tokenize(visible_text(parse_html(html))), tokenize(gold), gold)
 
 
 def word_counts(ref: PageReference, tokens: list[str]) -> Counts:
@@ -174,7 +186,12 @@ def score_extraction(ref: PageReference, text: str, blocks: Sequence[Block] | No
             tokens = tokenize(text)
     else:
         tokens = tokenize(text)
-    return PageScores(word=word_counts(ref, tokens), word_bag=bag_counts(ref, tokens), block=block)
+    scores = PageScores(word=word_counts(ref, tokens), word_bag=bag_counts(ref, tokens),
+                        block=block)
+    if ref.gold_text is not None:
+        scores.shingle = shingle_counts(ref.gold_shingles, text)
+        scores.rouge_lsum = rouge_lsum_f1(ref.gold_text, text)
+    return scores
 
 
 def score_empty(ref: PageReference) -> PageScores:

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import combinations
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from scipy import stats
 
+from orchestrator.field_metrics import ShingleSummary, summarize_shingles
+from orchestrator.insample import in_sample
 from orchestrator.models import METRICS, Counts, PageResult
 
 ALL_DATASETS = "(all)"
@@ -74,6 +77,16 @@ class ServiceSummary(BaseModel):
     elapsed_ms_mean: float | None
     levels: dict[str, LevelSummary]
     """'word', 'word_bag' and, where any page has blocks, 'block'."""
+    source: Literal["service", "file"] = "service"
+    """A live service, or a prediction file scored without extracting."""
+    in_sample: bool = False
+    """The service's model was trained on pages of this dataset (insample.py)."""
+    shingle: ShingleSummary | None = None
+    """The article-extraction benchmark's shingle metric (field_metrics)."""
+    rouge_lsum: MetricSummary | None = None
+    """ROUGE-LSum F1 per page: mean, spread and bootstrap interval."""
+    error_reasons: dict[str, int] = Field(default_factory=dict)
+    """Errors and skips by reason (the reason's first part), most frequent first."""
 
     @property
     def scored(self) -> int:
@@ -215,8 +228,22 @@ def _level_counts(results: Iterable[PageResult], level: str) -> list[Counts]:
     return found
 
 
-def summarize_service(service: str, dataset: str, results: Sequence[PageResult]) -> ServiceSummary:
+def reason_key(error: str) -> str:
+    """An error's reason without its page-specific detail (for counting)."""
+    return error.split(": ", 1)[0].strip()[:80] or "unknown"
+
+
+def summarize_service(service: str, dataset: str, results: Sequence[PageResult],
+                      source: Literal["service", "file"] = "service",
+                      trained: bool = False) -> ServiceSummary:
     """The figures of one service over the given page results (one dataset or pooled)."""
+    scored = [r.scores for r in results if r.scores is not None and r.status != "skipped"]
+    shingles = [s.shingle for s in scored if s.shingle is not None]
+    rouge = [s.rouge_lsum for s in scored if s.rouge_lsum is not None]
+    reasons: dict[str, int] = defaultdict(int)
+    for r in results:
+        if r.status != "ok":
+            reasons[f"{r.status}: {reason_key(r.error or 'no reason given')}"] += 1
     elapsed = [r.elapsed_ms for r in results if r.status == "ok" and r.elapsed_ms is not None]
     levels = {}
     for level in LEVELS:
@@ -234,6 +261,11 @@ def summarize_service(service: str, dataset: str, results: Sequence[PageResult])
         elapsed_ms_median=float(np.median(elapsed)) if elapsed else None,
         elapsed_ms_mean=float(np.mean(elapsed)) if elapsed else None,
         levels=levels,
+        source=source,
+        in_sample=trained,
+        shingle=summarize_shingles(shingles) if shingles else None,
+        rouge_lsum=describe(rouge) if rouge else None,
+        error_reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
     )
 
 
@@ -304,18 +336,69 @@ def pairwise_tests(results: Sequence[PageResult], datasets: Sequence[str]) -> li
     return tests
 
 
-def summarize(results: Sequence[PageResult]) -> Summary:
+def summarize(results: Sequence[PageResult], files: Collection[str] = ()) -> Summary:
     """Figures per service and dataset (plus pooled rows when there are several
-    datasets) and the pairwise tests, in a stable order."""
+    datasets) and the pairwise tests, in a stable order. `files`: the rows that
+    are prediction files (never flagged in-sample: their training is unknown)."""
     groups: dict[tuple[str, str], list[PageResult]] = defaultdict(list)
     for r in results:
         groups[(r.service, r.dataset)].append(r)
     datasets = sorted({r.dataset for r in results})
     services = sorted({r.service for r in results})
-    rows = [summarize_service(s, d, groups[(s, d)]) for s in services for d in datasets
-            if (s, d) in groups]
+
+    def row(service: str, dataset: str, pages: Sequence[PageResult]) -> ServiceSummary:
+        is_file = service in files
+        names = datasets if dataset == ALL_DATASETS else [dataset]
+        trained = not is_file and any(in_sample(service, d) for d in names)
+        return summarize_service(service, dataset, pages, "file" if is_file else "service",
+                                 trained)
+
+    rows = [row(s, d, groups[(s, d)]) for s in services for d in datasets if (s, d) in groups]
     if len(datasets) > 1:
         for s in services:
-            pooled = [r for r in results if r.service == s]
-            rows.append(summarize_service(s, ALL_DATASETS, pooled))
+            rows.append(row(s, ALL_DATASETS, [r for r in results if r.service == s]))
     return Summary(services=rows, pairwise=pairwise_tests(results, datasets))
+
+
+RANK_KEYS: dict[str, str] = {
+    "f1": "word F1 by alignment, per-page mean (the headline figure)",
+    "micro_f1": "word F1 by alignment from counts summed over pages",
+    "bag_f1": "word F1 by bag of words, per-page mean",
+    "block_f1": "block F1, per-page mean",
+    "shingle_f1": "the article-extraction benchmark's F1 (4-token shingles)",
+    "rouge_lsum": "ROUGE-LSum F1, per-page mean",
+}
+
+
+def rank_value(row: ServiceSummary, key: str) -> float | None:
+    """A row's figure for ranking by `key` (one of RANK_KEYS); None when it has none."""
+    word, bag, block = (row.levels.get(level) for level in LEVELS)
+    if key == "f1":
+        return word.macro["f1"].mean if word else None
+    if key == "micro_f1":
+        return word.micro["f1"] if word and word.pages else None
+    if key == "bag_f1":
+        return bag.macro["f1"].mean if bag else None
+    if key == "block_f1":
+        return block.macro["f1"].mean if block else None
+    if key == "shingle_f1":
+        return row.shingle.f1 if row.shingle else None
+    if key == "rouge_lsum":
+        return row.rouge_lsum.mean if row.rouge_lsum else None
+    raise KeyError(f"unknown ranking {key!r}; known: {', '.join(RANK_KEYS)}")
+
+
+def ranked(summary: Summary, key: str = "f1") -> Summary:
+    """The summary with its rows ordered by dataset (pooled last), then best first by
+    `key`; rows without that figure go last, by name."""
+    if key not in RANK_KEYS:
+        raise KeyError(f"unknown ranking {key!r}; known: {', '.join(RANK_KEYS)}")
+    order = {d: i for i, d in enumerate(sorted({r.dataset for r in summary.services}
+                                               - {ALL_DATASETS}))}
+
+    def sort_key(row: ServiceSummary) -> tuple[int, int, float, str]:
+        value = rank_value(row, key)
+        return (order.get(row.dataset, len(order)), value is None, -(value or 0.0),
+                row.service)
+
+    return summary.model_copy(update={"services": sorted(summary.services, key=sort_key)})

@@ -13,6 +13,8 @@ the writes are small, and SQLite serialises writers anyway.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
@@ -61,6 +63,30 @@ UNFINISHED: tuple[RunStatus, ...] = ("pending", "running")
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def _owner_gone(owner: str | None) -> bool:
+    """Whether the `host:pid` owner of a run is known to have ended: a process of this
+    host that no longer exists. Another host's process cannot be checked."""
+    if owner is None:
+        return False
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _shown(info: RunInfo) -> RunInfo:
+    """A run as reported: `interrupted` when it is recorded running but its process died."""
+    if info.status == "running" and _owner_gone(info.owner):
+        return info.model_copy(update={"status": "interrupted"})
+    return info
 
 
 class Store:
@@ -116,11 +142,15 @@ class Store:
             )
 
     def set_status(self, run_id: str, status: RunStatus, error: str | None = None) -> None:
+        """Record a run's status; setting it running records this process as its owner."""
         with self._transaction() as db:
             row = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
             if row is None:
                 raise KeyError(run_id)
-            info = RunInfo.model_validate_json(row[0]).model_copy(update={"status": status})
+            update: dict[str, Any] = {"status": status}
+            if status == "running":
+                update["owner"] = f"{socket.gethostname()}:{os.getpid()}"
+            info = RunInfo.model_validate_json(row[0]).model_copy(update=update)
             db.execute("UPDATE runs SET status = ?, info = ?, updated = ?, error = ? WHERE id = ?",
                        (status, info.model_dump_json(), _now(), error, run_id))
 
@@ -139,7 +169,7 @@ class Store:
             row = self._db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             return None
-        info = RunInfo.model_validate_json(row[0])
+        info = _shown(RunInfo.model_validate_json(row[0]))
         return info.model_copy(update={"counts": self.counts(run_id)})
 
     def spec(self, run_id: str) -> dict[str, Any]:
@@ -169,7 +199,7 @@ class Store:
             params = list(wanted)
         with self._lock:
             rows = self._db.execute(query + " ORDER BY created DESC", params).fetchall()
-        return [RunInfo.model_validate_json(row[0]) for row in rows]
+        return [_shown(RunInfo.model_validate_json(row[0])) for row in rows]
 
     def unfinished_runs(self) -> list[RunInfo]:
         return self.runs(UNFINISHED)

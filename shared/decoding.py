@@ -92,6 +92,14 @@ def decode_html(data: bytes) -> str:
     """Decode page bytes to text; raise NotHTMLError for empty or binary input."""
     if not data or data.isspace():
         raise NotHTMLError("the body is empty")
+    text = decode_text(data)
+    check_html(text)
+    return text
+
+
+def decode_text(data: bytes) -> str:
+    """Decode bytes to text in the order of the module docstring (HTML or not);
+    raise NotHTMLError when no text encoding fits them."""
     text: str | None = None
     for bom, encoding in _BOMS:
         if data.startswith(bom):
@@ -113,7 +121,6 @@ def decode_html(data: bytes) -> str:
         if best is None:
             raise NotHTMLError("the body is binary: no text encoding fits it")
         text = str(best)
-    check_html(text)
     return text
 
 

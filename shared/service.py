@@ -32,6 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.answer import ServiceError, body_form, finish_reply
 from shared.contract import Algorithm
+from shared.openapi import HTML_BODY, document_bodies, extract_body_schema, install_offline_docs
 from shared.settings import ServiceSettings
 from shared.workers import ExtractionFailedError, ExtractionTimeoutError, PoolBusyError, WorkerPool
 
@@ -148,7 +149,13 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
         version=algorithm.version,
         description=algorithm.description,
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
+    document_bodies(app, {("/extract", "post"): {
+        "application/json": extract_body_schema(algorithm.options_model),
+        "text/html": HTML_BODY}})
+    install_offline_docs(app)
     app.state.pool = pool
     app.state.settings = settings
     install_error_handlers(app)

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import ConfigError, load_config, parse_config_text, read_config_file
+from orchestrator.config import (
+    ConfigError,
+    default_store_path,
+    load_config,
+    parse_config_text,
+    read_config_file,
+)
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "examples" / "config.txt"
 
@@ -55,7 +61,7 @@ def test_relative_paths_are_taken_from_the_file_folder(tmp_path: Path) -> None:
     values = read_config_file(file)
     assert values["html_folder"] == tmp_path / "conf" / "pages"
     assert values["content_folder"] == Path("/abs/gold")
-    assert load_config(file).store_path == tmp_path / "conf" / ".." / "out" / "boilerbench.sqlite"
+    assert load_config(file).output_folder == tmp_path / "conf" / ".." / "out"
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -112,7 +118,7 @@ def test_defaults_without_any_source() -> None:
     config = load_config()
     assert config.mode == "local"
     assert config.services == ["justext", "boilerpipe", "bte", "cetd", "density"]
-    assert config.store_path == Path("results") / "boilerbench.sqlite"
+    assert config.store_path == default_store_path()
     assert config.dataset_folders() == []
 
 

@@ -174,7 +174,7 @@ def test_compression_bombs_and_limits_are_refused() -> None:
 
 
 def test_not_an_archive() -> None:
-    with pytest.raises(ArchiveError, match="not a readable tar archive"):
+    with pytest.raises(ArchiveError, match="not a readable zip or tar archive"):
         datasets_from_archive(b"just text, no archive at all")
     with pytest.raises(DatasetError, match="no folder with html/ and content/"):
         datasets_from_archive(_zip({"a.txt": b"x"}))

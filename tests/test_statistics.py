@@ -153,3 +153,22 @@ def test_holm_adjustment_by_hand() -> None:
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
     assert holm([]) == []
+
+
+def test_rows_rank_best_first_by_the_chosen_figure_and_files_are_never_in_sample() -> None:
+    results = []
+    for page in ("p1", "p2"):
+        results.append(result("wide", page, counts_with_f1(9, 9, 0)))  # recall 1, precision .5
+        results.append(result("narrow", page, counts_with_f1(6, 0, 4)))  # precision 1, recall .6
+        results.append(result("fusion", page, counts_with_f1(8, 1, 1), dataset="scrapinghub"))
+    results.append(result("wide", "p3", None, status="error"))
+    summary = summarize(results, files={"narrow"})
+    by_f1 = [r.service for r in statistics.ranked(summary, "f1").services if r.dataset == "d"]
+    assert by_f1 == ["narrow", "wide"]  # F1 0.75 against 0.667
+    assert statistics.rank_value(summary.get("wide", "d"), "rouge_lsum") is None
+    assert summary.get("narrow", "d").source == "file"
+    assert summary.get("fusion", "scrapinghub").in_sample  # its model was trained there
+    assert not summary.get("wide", "d").in_sample
+    assert summary.get("wide", "d").error_reasons == {"error: reason": 1}
+    with pytest.raises(KeyError, match="known: f1"):
+        statistics.ranked(summary, "speed")

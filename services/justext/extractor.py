@@ -3,11 +3,20 @@
 We run jusText's own pipeline (preprocess, make paragraphs, classify, revise) on
 the tree from shared.html.parse_html instead of calling justext.justext(), whose
 own parsing fails on pages with control characters or an XML declaration.
+
+`language: auto` picks the stoplist per page: the language of `<html lang>` (its
+English name through Babel's locale data, e.g. `de-AT` -> German) when jusText has
+a stoplist of that name, else the stoplist that covers the most of the page's words
+(stopwords are a language's most frequent words, so the right list covers the most;
+the first few thousand words are counted). A page none of them covers (a script
+without a stoplist, such as Chinese) gets every stoplist merged, as with `all`.
 """
 
 from __future__ import annotations
 
 import functools
+import unicodedata
+from collections import Counter
 from importlib.metadata import version
 
 import justext
@@ -18,6 +27,8 @@ from shared.contract import Algorithm, Block, Extraction, Options
 from shared.html import parse_html
 
 ALL_LANGUAGES = "all"
+AUTO = "auto"
+_DETECTION_WORDS = 3000
 
 
 @functools.cache
@@ -36,11 +47,50 @@ def load_stoplist(language: str) -> frozenset[str]:
     return frozenset(justext.get_stoplist(language))
 
 
+@functools.cache
+def _stoplists_by_word() -> dict[str, tuple[str, ...]]:
+    """Each stopword with the stoplists that hold it (to count a page's words once)."""
+    index: dict[str, list[str]] = {}
+    for name in sorted(stoplist_names()):
+        for word in justext.get_stoplist(name):
+            index.setdefault(word, []).append(name)
+    return {word: tuple(names) for word, names in index.items()}
+
+
+def stoplist_of_code(code: str) -> str | None:
+    """jusText's stoplist for a language tag (`de`, `pt-BR`, `nb`), if it has one."""
+    from babel import Locale, UnknownLocaleError
+
+    try:
+        language = Locale.parse(code.strip().replace("-", "_")).language
+        name = Locale(language).get_language_name("en")
+    except (UnknownLocaleError, ValueError, TypeError):
+        return None
+    if not name:
+        return None
+    plain = "".join(c for c in unicodedata.normalize("NFKD", name)
+                    if not unicodedata.combining(c))
+    candidate = plain.replace(" ", "_")
+    return candidate if candidate in stoplist_names() else None
+
+
+def stoplist_of_words(words: list[str]) -> str:
+    """The stoplist that covers the most of `words`; `all` when none covers any."""
+    index = _stoplists_by_word()
+    counts: Counter[str] = Counter()
+    for word in words[:_DETECTION_WORDS]:
+        counts.update(index.get(word.lower(), ()))
+    if not counts:
+        return ALL_LANGUAGES
+    return max(sorted(counts), key=lambda name: counts[name])
+
+
 class JustextOptions(Options):
     language: str = Field(
         "English",
-        description="A jusText stoplist name (e.g. English, German, Czech) or 'all' for every "
-        "stoplist merged (language-independent mode).",
+        description="A jusText stoplist name (e.g. English, German, Czech), 'all' for every "
+        "stoplist merged (language-independent mode), or 'auto': the stoplist of the "
+        "page's <html lang>, else the one that covers most of its words.",
     )
     length_low: int = Field(jt.LENGTH_LOW_DEFAULT, ge=0, description="Shorter ones are short.")
     length_high: int = Field(jt.LENGTH_HIGH_DEFAULT, ge=0, description="Longer ones may be good.")
@@ -53,16 +103,23 @@ class JustextOptions(Options):
     @field_validator("language")
     @classmethod
     def _known_stoplist(cls, value: str) -> str:
-        if value != ALL_LANGUAGES and value not in stoplist_names():
-            raise ValueError(f"unknown stoplist {value!r}; use 'all' or one of jusText's names")
+        if value not in (ALL_LANGUAGES, AUTO) and value not in stoplist_names():
+            raise ValueError(f"unknown stoplist {value!r}; use 'auto', 'all' or one of: "
+                             f"{', '.join(sorted(stoplist_names()))}")
         return value
 
 
 def extract(html: str, options: JustextOptions, url: str | None = None) -> Extraction:
-    dom = jt.preprocessor(parse_html(html))
+    root = parse_html(html)
+    declared = root.get("lang") or root.get("{http://www.w3.org/XML/1998/namespace}lang")
+    dom = jt.preprocessor(root)
     paragraphs = jt.ParagraphMaker.make_paragraphs(dom)
+    language = options.language
+    if language == AUTO:
+        language = (stoplist_of_code(declared) if declared else None) or stoplist_of_words(
+            [word for p in paragraphs for word in p.text.split()])
     jt.classify_paragraphs(
-        paragraphs, load_stoplist(options.language), options.length_low, options.length_high,
+        paragraphs, load_stoplist(language), options.length_low, options.length_high,
         options.stopwords_low, options.stopwords_high, options.max_link_density,
         options.no_headings,
     )
@@ -71,7 +128,7 @@ def extract(html: str, options: JustextOptions, url: str | None = None) -> Extra
         Block(
             text=p.text,
             is_content=p.class_type == "good",
-            score=round(p.stopwords_density(load_stoplist(options.language)), 4),
+            score=round(p.stopwords_density(load_stoplist(language)), 4),
             path=p.xpath,
             label=p.class_type,
         )

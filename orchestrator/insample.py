@@ -1,0 +1,54 @@
+"""Which test sets a learned service was trained on, so its figures there are flagged.
+
+A model scored on the pages it was trained on measures memory, not extraction:
+tables mark such rows as in-sample. The learned services keep their models as
+JSON files in `services/<name>/model/`; a file names its training sets in
+`metadata.trained_on` (a list of names) or `metadata.datasets[].name`, and a
+service counts as trained on the union over its model files.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+SERVICES_DIR = Path(__file__).resolve().parent.parent / "services"
+
+
+def _names(metadata: dict[str, Any]) -> set[str]:
+    names: set[str] = set()
+    trained_on = metadata.get("trained_on")
+    if isinstance(trained_on, list):
+        names.update(str(n) for n in trained_on)
+    elif isinstance(trained_on, str):
+        names.add(trained_on)
+    for entry in metadata.get("datasets") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            names.add(entry["name"])
+    return names
+
+
+@cache
+def training_datasets(service: str) -> frozenset[str]:
+    """Names of the test sets the service's shipped model files were trained on
+    (empty for a service without model files, or a row that is not a service)."""
+    folder = SERVICES_DIR / service / "model"
+    names: set[str] = set()
+    if not folder.is_dir():
+        return frozenset()
+    for path in sorted(folder.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        metadata = data.get("metadata") if isinstance(data, dict) else None
+        if isinstance(metadata, dict):
+            names.update(_names(metadata))
+    return frozenset(names)
+
+
+def in_sample(service: str, dataset: str) -> bool:
+    """Whether `service`'s model was trained on pages of `dataset`."""
+    return dataset in training_datasets(service)

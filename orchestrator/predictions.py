@@ -1,0 +1,86 @@
+"""Prediction files: extracted texts per page, in the article-extraction benchmark's layout.
+
+A prediction file is JSON `{page id: {"articleBody": text}}`, or the same mapping
+under `"output"` beside a `"version"` (both as the Zyte benchmark publishes them).
+Every run writes one per service (`outputs/<service>.json` in its output folder),
+and a run can score such files beside its live services: each `<name>.json` of a
+folder is a row named `<name>` (`<name>.json` when a live service has that name),
+scored from its texts without extracting again. In a run over several test sets
+the keys are `<dataset>/<page id>`; a bare page id is accepted for any of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from orchestrator.models import PageResult
+
+OUTPUTS_FOLDER = "outputs"
+MISSING = "the prediction file has no text for this page"
+
+
+class PredictionsError(ValueError):
+    """A prediction file or folder that cannot be used (one line saying why)."""
+
+
+def read_predictions(path: Path) -> dict[str, str]:
+    """Page key -> extracted text of one prediction file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PredictionsError(f"{path}: not a readable JSON file ({exc})") from None
+    if isinstance(data, dict) and "output" in data and isinstance(data["output"], dict):
+        data = data["output"]
+    if not isinstance(data, dict):
+        raise PredictionsError(f"{path}: expected {{page id: {{\"articleBody\": text}}}}")
+    texts: dict[str, str] = {}
+    for key, entry in data.items():
+        body = entry.get("articleBody") if isinstance(entry, dict) else None
+        if body is not None and not isinstance(body, str):
+            raise PredictionsError(f"{path}: page {key!r}: articleBody is not a string")
+        texts[str(key)] = body or ""
+    return texts
+
+
+def prediction_rows(folder: Path, live: Iterable[str] = ()) -> dict[str, str]:
+    """Row name -> file path of every `*.json` in `folder` (module docstring)."""
+    if not folder.is_dir():
+        raise PredictionsError(f"{folder}: not a folder of prediction files")
+    taken = set(live)
+    rows: dict[str, str] = {}
+    for path in sorted(folder.glob("*.json")):
+        name = path.stem if path.stem not in taken else path.name
+        rows[name] = str(path.resolve())
+    if not rows:
+        raise PredictionsError(f"{folder}: no *.json prediction files")
+    return rows
+
+
+def lookup(texts: Mapping[str, str], dataset: str, page_id: str) -> str | None:
+    """The text of a page, keyed `<dataset>/<page id>` or by the page id alone."""
+    found = texts.get(f"{dataset}/{page_id}")
+    return found if found is not None else texts.get(page_id)
+
+
+def write_predictions(out_dir: Path, results: Iterable[PageResult]) -> dict[str, Path]:
+    """`outputs/<row>.json` for every row of a run (errors as empty text, as scored;
+    skipped pages left out)."""
+    per_row: dict[str, dict[str, dict[str, str]]] = {}
+    results = list(results)
+    several = len({r.dataset for r in results}) > 1
+    for r in results:
+        if r.status == "skipped":
+            continue
+        key = f"{r.dataset}/{r.page_id}" if several else r.page_id
+        per_row.setdefault(r.service, {})[key] = {"articleBody": r.text}
+    folder = out_dir / OUTPUTS_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for row, pages in per_row.items():
+        path = folder / f"{row}.json"
+        path.write_text(json.dumps(pages, ensure_ascii=False, sort_keys=True, indent=0),
+                        encoding="utf-8")
+        paths[row] = path
+    return paths

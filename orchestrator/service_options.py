@@ -1,0 +1,39 @@
+"""Options checked against each service's own options model before a run starts.
+
+Every service validates its options per request (its `/info` publishes the same
+model as `options_schema`), so a misspelt or mistyped option would otherwise fail
+every page of the run, one by one. The orchestrator checks them up front with the
+algorithm's options model, and names the service and the option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from shared.registry import SERVICES
+
+
+class OptionsError(ValueError):
+    """Options a service would refuse (the message names the service and the option)."""
+
+
+def check_options(options: Mapping[str, Mapping[str, Any]]) -> None:
+    """Raise OptionsError for the first service whose options its model refuses.
+    A service whose code is not installed here is left to judge its own options."""
+    for name, values in options.items():
+        entry = SERVICES.get(name)
+        if entry is None:
+            raise OptionsError(f"options for unknown service {name!r}")
+        try:
+            model = entry.algorithm().options_model
+        except ImportError:
+            continue
+        try:
+            model.model_validate(dict(values))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"]) or "(options)"
+            raise OptionsError(f"{name}: option {where!r}: {error['msg']}") from None

@@ -1,0 +1,215 @@
+"""Evaluation a researcher can publish, through the real `boilerbench` command.
+
+A run of two live services (in-process) beside the 15 published prediction files on
+a few scrapinghub pages: one ranked table with every metric filled, fusion flagged
+in-sample (its model was trained on scrapinghub), outputs/<service>.json that
+`boilerbench score` re-scores to the same figures, CSV/LaTeX/SVG exports that parse,
+and a report whose per-page view Chromium renders with the diff marked. Then the
+fail-fast cases: a bad option (exit 2, before any extraction, API 422) and a
+service that fails every page (exit 1).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from fastapi.testclient import TestClient
+
+from orchestrator.api import ApiSettings, create_app
+from orchestrator.config import RunConfig
+
+PAGES = 4
+SAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "sample"
+LIVE = ["readability", "fusion"]
+METRIC_COLUMNS = ["word P", "word R", "word F1 (95% CI)", "micro F1", "bag F1",
+                  "shingle F1 ± sd", "shingle P", "shingle R", "exact", "ROUGE-LSum"]
+
+
+def boilerbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", "from orchestrator.cli import app; app()", *args]
+    return subprocess.run(command, cwd=cwd,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def small_set(tmp_path_factory: pytest.TempPathFactory, scrapinghub: Path) -> Path:
+    """A few scrapinghub pages in a temporary folder of the same name."""
+    folder = tmp_path_factory.mktemp("sets") / "scrapinghub"
+    ids = sorted(p.stem for p in (scrapinghub / "content").glob("*.txt"))[:PAGES]
+    for sub, suffix in (("html", ".html"), ("content", ".txt")):
+        (folder / sub).mkdir(parents=True)
+        for page_id in ids:
+            shutil.copy(scrapinghub / sub / f"{page_id}{suffix}", folder / sub)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def run(small_set: Path, scrapinghub: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    published = scrapinghub / "published"
+    if not published.is_dir():
+        pytest.skip(f"no published/ prediction files in {scrapinghub}")
+    work = small_set.parent
+    done = boilerbench("run", "--in-process", "--dataset", str(small_set), "--services",
+                       ",".join(LIVE), "--predictions", str(published), "--output", "out",
+                       "--store", "store.sqlite", cwd=work)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (out_dir,) = (work / "out").iterdir()
+    return done, out_dir
+
+
+def _table(out_dir: Path) -> list[dict[str, str]]:
+    with (out_dir / "tables" / "results.csv").open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.dataset
+def test_one_ranked_table_of_live_services_and_published_files(
+        run: tuple[subprocess.CompletedProcess[str], Path], scrapinghub: Path) -> None:
+    done, out_dir = run
+    files = sorted(p.stem for p in (scrapinghub / "published").glob("*.json"))
+    rows = {row["row"]: row for row in _table(out_dir)}
+    expected = [*LIVE, *[f if f not in LIVE else f"{f}.json" for f in files]]
+    assert sorted(rows) == sorted(expected)
+    for name in expected:
+        assert name in done.stdout
+        assert all(rows[name][c] not in ("", "–") for c in METRIC_COLUMNS), rows[name]
+    assert rows["fusion"]["flags"] == "in-sample"
+    assert rows["readability"]["flags"] == ""
+    assert rows["readability.json"]["flags"] == "file"
+    f1 = [float(row["word F1 (95% CI)"].split()[0]) for row in _table(out_dir)]
+    assert f1 == sorted(f1, reverse=True)
+    assert [row["#"] for row in _table(out_dir)] == [str(i + 1) for i in range(len(expected))]
+
+
+@pytest.mark.dataset
+def test_written_outputs_rescore_to_the_live_figures(
+        run: tuple[subprocess.CompletedProcess[str], Path], small_set: Path) -> None:
+    _, out_dir = run
+    outputs = json.loads((out_dir / "outputs" / "fusion.json").read_text(encoding="utf-8"))
+    assert len(outputs) == PAGES
+    assert all("articleBody" in v for v in outputs.values())
+    work = small_set.parent
+    done = boilerbench("score", "--predictions", str(out_dir / "outputs"), "--dataset",
+                       str(small_set), "--output", "rescored", "--store", "store.sqlite",
+                       cwd=work)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (rescored,) = (work / "rescored").iterdir()
+
+    def figures(folder: Path) -> dict[str, tuple[object, ...]]:
+        summary = json.loads((folder / "results.json").read_text(encoding="utf-8"))["summary"]
+        return {row["service"]: (row["shingle"]["f1"], row["shingle"]["precision"],
+                                 row["shingle"]["recall"], row["shingle"]["accuracy"],
+                                 row["levels"]["word"]["macro"]["f1"]["mean"],
+                                 row["rouge_lsum"]["mean"])
+                for row in summary["services"]}
+
+    live, again = figures(out_dir), figures(rescored)
+    for name in LIVE:
+        assert again[name] == live[name]
+
+
+@pytest.mark.dataset
+def test_exports_parse(run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    _, out_dir = run
+    svgs = sorted((out_dir / "plots").glob("*.svg"))
+    assert len(svgs) == 3
+    for svg in svgs:
+        root = ElementTree.parse(svg).getroot()
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+        assert root.findall(".//{http://www.w3.org/2000/svg}circle") or "bars" in svg.name
+    for tex in sorted((out_dir / "tables").glob("*.tex")):
+        text = tex.read_text(encoding="utf-8")
+        assert text.count(r"\begin{") == text.count(r"\end{") == 2
+        body = text.split(r"\toprule")[1].split(r"\bottomrule")[0]
+        lines = [line for line in body.splitlines() if line.endswith(r"\\")]
+        assert len({line.count(" & ") for line in lines}) == 1, tex.name
+    matrix = (out_dir / "tables" / "significance-scrapinghub.csv").read_text(encoding="utf-8")
+    assert len(matrix.splitlines()) == 18  # a header and one line per row
+
+
+@pytest.mark.dataset
+def test_report_shows_the_per_page_diff_in_chromium(
+        run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (scripts/setup --test installs it)")
+    _, out_dir = run
+    report = out_dir / "report.html"
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--dump-dom", report.as_uri()], capture_output=True, text=True,
+                          timeout=120, check=False)
+    dom = done.stdout
+    assert "Pages, worst first" in dom, done.stderr[-1000:]
+    details = dom.split('<details class="page" id="detail-page--readability--scrapinghub--')
+    assert len(details) == 1 + PAGES
+    assert any('<del class="missed">' in d or '<ins class="extra">' in d for d in details[1:])
+    # Every dot of the plots links to its page in the per-page view.
+    assert dom.count('<a href="#page--fusion--scrapinghub--') >= 2 * PAGES
+
+
+@pytest.mark.dataset
+def test_a_bad_option_stops_the_run_before_extracting(small_set: Path, tmp_path: Path) -> None:
+    done = boilerbench("run", "--in-process", "--dataset", str(small_set), "--services",
+                       "justext", "--option", 'justext={"languag": "German"}', "--output",
+                       "out", "--store", "store.sqlite", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "justext" in done.stderr
+    assert "languag" in done.stderr
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "store.sqlite").exists()
+
+
+def test_the_api_refuses_a_bad_option_with_422(tmp_path: Path) -> None:
+    config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out")
+    app = create_app(ApiSettings(resume=False), config)
+    with TestClient(app) as client:
+        reply = client.post("/runs", json={"dataset": str(SAMPLE), "services": ["justext"],
+                                           "options": {"justext": {"length_low": "short"}}})
+    assert reply.status_code == 422
+    assert reply.json()["error"] == "invalid_options"
+    assert "justext" in reply.json()["detail"]
+    assert "length_low" in reply.json()["detail"]
+
+
+@pytest.mark.dataset
+def test_a_service_that_fails_every_page_fails_the_command(small_set: Path,
+                                                          tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = boilerbench("run", "--http", "--dataset", str(small_set), "--services", "readability",
+                       "--url", f"readability=http://127.0.0.1:{port}", "--retries", "0",
+                       "--output", "out", "--store", "store.sqlite", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "readability failed every page" in done.stderr
+
+
+@pytest.mark.dataset
+def test_the_api_serves_a_page_with_its_diff(
+        run: tuple[subprocess.CompletedProcess[str], Path], small_set: Path) -> None:
+    _, out_dir = run
+    work = small_set.parent
+    config = RunConfig(store=work / "store.sqlite", output_folder=work / "out")
+    page_id = sorted(p.stem for p in (small_set / "content").glob("*.txt"))[0]
+    with TestClient(create_app(ApiSettings(resume=False), config)) as client:
+        reply = client.get(f"/runs/{out_dir.name}/pages/{page_id}")
+        missing = client.get(f"/runs/{out_dir.name}/pages/no-such-page")
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    gold = (small_set / "content" / f"{page_id}.txt").read_text(encoding="utf-8")
+    assert body["gold"] == gold
+    rows = {row["row"]: row for row in body["rows"]}
+    assert set(LIVE) <= set(rows)
+    assert len(rows) == 17
+    diff = rows["html-text"]["diff"]
+    assert diff["extra_words"] > 0  # the whole page's text holds more than the article
+    assert any(s["kind"] == "extra" for s in diff["extract"])
+    assert missing.status_code == 404

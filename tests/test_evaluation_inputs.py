@@ -1,0 +1,119 @@
+"""Nothing about a test set passes silently: unpaired files, empty gold texts and gold
+files that are not UTF-8 are named in the command's output, summary.md and
+report.html, and such gold is decoded by charset detection, not with replacement
+characters. The configuration file takes `mode: in-process` as the CLI does, POST
+/runs the JSON forms the documentation gives, and a malformed upload gets one line."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from orchestrator.api import ApiSettings, create_app
+from orchestrator.config import RunConfig, load_config
+from orchestrator.datasets import open_folder
+
+PAGE = "<html><body><article><p>{}</p></article><nav>Home About</nav></body></html>"
+GOLD = "Le café du coin ouvre à sept heures tous les matins de la semaine."
+
+
+def _test_set(root: Path) -> Path:
+    folder = root / "odd"
+    (folder / "html").mkdir(parents=True)
+    (folder / "content").mkdir()
+    for page_id in ("latin", "empty", "fine", "alone"):
+        (folder / "html" / f"{page_id}.html").write_text(PAGE.format(GOLD), encoding="utf-8")
+    (folder / "content" / "latin.txt").write_bytes(GOLD.encode("cp1252"))
+    (folder / "content" / "empty.txt").write_text("", encoding="utf-8")
+    (folder / "content" / "fine.txt").write_text(GOLD, encoding="utf-8")
+    (folder / "content" / "orphan.txt").write_text(GOLD, encoding="utf-8")
+    return folder
+
+
+def test_gold_that_is_not_utf8_is_detected_and_noted(tmp_path: Path) -> None:
+    folder = _test_set(tmp_path)
+    dataset = open_folder("odd", folder / "html", folder / "content")
+    page = dataset.page("latin")
+    assert page.gold == GOLD
+    assert "\ufffd" not in page.gold
+    assert "not valid UTF-8" in page.notes[0]
+    assert dataset.page("fine").notes == ()
+
+
+def test_odd_inputs_are_named_in_the_output_summary_and_report(tmp_path: Path) -> None:
+    folder = _test_set(tmp_path)
+    predictions = tmp_path / "predictions"
+    predictions.mkdir()
+    texts = {page_id: {"articleBody": GOLD} for page_id in ("latin", "empty", "fine")}
+    (predictions / "copy.json").write_text(json.dumps(texts), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-c", "from orchestrator.cli import app; app()", "score",
+         "--predictions", str(predictions), "--dataset", str(folder), "--output", "out",
+         "--store", "store.sqlite"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (out_dir,) = (tmp_path / "out").iterdir()
+    summary = (out_dir / "summary.md").read_text(encoding="utf-8")
+    report = (out_dir / "report.html").read_text(encoding="utf-8")
+    for text in (done.stderr, summary, report):
+        assert "html/alone.html has no content" in text
+        assert "content/orphan.txt has no html" in text
+        assert "odd/empty: the gold text is empty" in text
+        assert "odd/latin: content/latin.txt is not valid UTF-8" in text
+    # The detected gold scores the copied text as the exact match it is.
+    rows = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))["pages"]
+    latin = next(r for r in rows if r["page_id"] == "latin")
+    assert latin["word_f1"] == 1.0
+
+
+def test_the_config_file_takes_mode_in_process(tmp_path: Path) -> None:
+    config_file = tmp_path / "run.conf"
+    config_file.write_text("mode: in-process;\n", encoding="utf-8")
+    assert load_config(config_file).mode == "embedded"
+
+
+def _api(tmp_path: Path) -> TestClient:
+    config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out",
+                       services=["justext"], mode="embedded")
+    return TestClient(create_app(ApiSettings(resume=False), config))
+
+
+def test_post_runs_takes_a_bare_list_of_pages(tmp_path: Path) -> None:
+    pages = [{"id": "p1", "html": PAGE.format(GOLD), "gold": GOLD}]
+    with _api(tmp_path) as client:
+        listed = client.post("/runs", json={"pages": pages, "services": ["justext"]})
+        named = client.post("/runs", json={"pages": {"name": "mine", "pages": pages}})
+    assert listed.status_code == 202, listed.text
+    assert named.status_code == 202, named.text
+
+
+def _zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("set/html/p1.html", PAGE.format(GOLD))
+        archive.writestr("set/content/p1.txt", GOLD)
+    return buffer.getvalue()
+
+
+def test_malformed_uploads_get_one_clear_line(tmp_path: Path) -> None:
+    archive = {"archive": ("set.zip", _zip(), "application/zip")}
+    with _api(tmp_path) as client:
+        bad_options = client.post("/runs", files=archive, data={"options": "{justext"})
+        bad_archive = client.post("/runs", files={
+            "archive": ("set.zip", b"not an archive at all", "application/zip")})
+        no_boundary = client.post("/runs", content=b"--x\r\n",
+                                  headers={"content-type": "multipart/form-data"})
+        bad_field = client.post("/runs", files=archive, data={"options": '{"justext": 3}'})
+    for reply in (bad_options, bad_archive, no_boundary, bad_field):
+        assert 400 <= reply.status_code < 500, reply.text
+        detail = reply.json()["detail"]
+        assert "\n" not in detail, detail
+        assert "pydantic" not in detail
+        assert "errors.pydantic.dev" not in detail
+    assert "options" in bad_options.json()["detail"]

@@ -1,0 +1,106 @@
+"""The field's figures: the article-extraction benchmark's shingle metric reproduces
+the figures upstream publishes for its 15 prediction files, and ROUGE-LSum."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from orchestrator.field_metrics import (
+    GoldShingles,
+    ShingleCounts,
+    rouge_lsum_f1,
+    shingle_counts,
+    shingles,
+    summarize_shingles,
+)
+from orchestrator.predictions import read_predictions
+from shared.tokens import tokenize
+
+
+def _upstream_table(readme: Path) -> dict[str, tuple[float, float, float]]:
+    """tool -> (F1, precision, recall) from the table of published/README.md."""
+    rows = {}
+    for line in readme.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"\| (\S+)[^|]* \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|", line)
+        if match:
+            rows[match[1]] = (float(match[2]), float(match[3]), float(match[4]))
+    return rows
+
+
+@pytest.mark.dataset
+def test_published_files_reproduce_upstream_figures(scrapinghub: Path) -> None:
+    published = scrapinghub / "published"
+    if not published.is_dir():
+        pytest.skip(f"no published/ prediction files in {scrapinghub}")
+    expected = _upstream_table(published / "README.md")
+    files = sorted(published.glob("*.json"))
+    assert len(expected) == len(files) == 15
+    gold = {p.stem: GoldShingles(p.read_text(encoding="utf-8"))
+            for p in (scrapinghub / "content").glob("*.txt")}
+    for path in files:
+        texts = read_predictions(path)
+        summary = summarize_shingles([shingle_counts(g, texts.get(page, ""))
+                                      for page, g in sorted(gold.items())])
+        got = (summary.f1, summary.precision, summary.recall)
+        assert all(value is not None for value in got)
+        assert [round(v or 0.0, 3) for v in got] == list(expected[path.stem]), path.stem
+        assert summary.f1_std is not None
+        assert 0 < summary.f1_std < 0.05
+
+
+def test_short_texts_are_one_shingle_and_case_counts() -> None:
+    assert shingles(["a", "b"]) == {("a", "b"): 1}
+    assert shingles([]) == {}
+    assert sum(shingles(["a", "b", "c", "d", "e"]).values()) == 2
+    counts = shingle_counts(GoldShingles("The cat sat"), "the cat sat")
+    assert counts.tp == 0
+    assert counts.fp == counts.fn == 0.5
+    assert not counts.exact
+    same = shingle_counts(GoldShingles("One, two; three four five."), "One two three four five")
+    assert same.exact
+    assert same.tp == 1.0
+    assert same.precision == same.recall == 1.0
+
+
+def test_means_leave_out_pages_with_nothing_to_measure() -> None:
+    empty_extract = ShingleCounts(tp=0.0, fp=0.0, fn=1.0, exact=False)  # no precision
+    half = ShingleCounts(tp=0.5, fp=0.5, fn=0.0, exact=False)
+    summary = summarize_shingles([empty_extract, half], resamples=50)
+    assert summary.precision == 0.5  # the empty extract has no precision to average
+    assert summary.recall == 0.5  # (0 + 1) / 2
+    assert summary.f1 == pytest.approx(0.5)
+    assert summary.accuracy == 0.0
+
+
+@pytest.mark.dataset
+def test_rouge_lsum_equals_rouge_score(scrapinghub: Path) -> None:
+    """The same figure as Google's rouge-score (the reference implementation), on real
+    gold texts against extracts that miss, add and reorder lines."""
+    rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")
+    published = scrapinghub / "published"
+    if not published.is_dir():
+        pytest.skip(f"no published/ prediction files in {scrapinghub}")
+
+    class Tokenizer:
+        def tokenize(self, text: str) -> list[str]:
+            return tokenize(text)
+
+    reference = rouge_scorer.RougeScorer(["rougeLsum"], tokenizer=Tokenizer())
+    golds = sorted((scrapinghub / "content").glob("*.txt"))[::45]
+    for name in ("readability", "justext", "goose3"):
+        texts = read_predictions(published / f"{name}.json")
+        for path in golds:
+            gold, text = path.read_text(encoding="utf-8"), texts[path.stem]
+            expected = reference.score(gold, text)["rougeLsum"].fmeasure
+            assert rouge_lsum_f1(gold, text) == pytest.approx(expected, abs=1e-12), path.stem
+
+
+def test_rouge_lsum_scores_lines_in_any_script() -> None:
+    gold = "第一行的文字\n这是第二行"
+    assert rouge_lsum_f1(gold, gold) == pytest.approx(1.0)
+    assert 0 < rouge_lsum_f1(gold, "这是第二行\n菜单 首页") < 1
+    assert rouge_lsum_f1("Alpha beta gamma.\nDelta epsilon.", "navigation only") == 0.0
+    assert rouge_lsum_f1("", "") == 1.0
