@@ -112,6 +112,10 @@ class DatasetSource(BaseModel):
     html_folder: str | None = None
     content_folder: str | None = None
     feeds_folder: str | None = None
+    roots: list[str] | None = None
+    """If set, files are read only where they resolve under one of these folders."""
+    owned: bool = False
+    """The folders belong to the run (an uploaded archive): deleted with it."""
 
 
 class RunSpec(BaseModel):
@@ -412,11 +416,14 @@ def make_extractor(spec: RunSpec) -> Extractor:
 # Creating and running runs
 
 
-def folder_source(dataset_name: str, html: Path, content: Path,
-                  feeds: Path | None) -> DatasetSource:
+def folder_source(dataset_name: str, html: Path, content: Path, feeds: Path | None,
+                  roots: Sequence[Path] | None = None, owned: bool = False) -> DatasetSource:
+    """A folder test set; with `roots`, every file it reads must resolve under them."""
     return DatasetSource(name=dataset_name, kind="folder", html_folder=str(html.resolve()),
                          content_folder=str(content.resolve()),
-                         feeds_folder=str(feeds.resolve()) if feeds else None)
+                         feeds_folder=str(feeds.resolve()) if feeds else None,
+                         roots=[str(r.resolve()) for r in roots] if roots is not None else None,
+                         owned=owned)
 
 
 def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (),
@@ -448,7 +455,8 @@ def open_source(source: DatasetSource, store: Store | None = None,
         if not source.html_folder or not source.content_folder:
             raise ValueError(f"{source.name}: a folder test set needs both folders")
         return open_folder(source.name, Path(source.html_folder), Path(source.content_folder),
-                           Path(source.feeds_folder) if source.feeds_folder else None)
+                           Path(source.feeds_folder) if source.feeds_folder else None,
+                           [Path(r) for r in source.roots] if source.roots is not None else None)
     if store is None or run_id is None:
         raise ValueError("stored test sets need the store and the run id")
     return in_memory(source.name, store.inputs(run_id).get(source.name, []))
