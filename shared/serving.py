@@ -68,6 +68,7 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
         _head_bytes = 0
         _head_done = False
         _incomplete = True
+        _refused = False
         _timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -87,9 +88,7 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
                 return
             self._head_bytes += len(data)
             if self._head_bytes > limits.max_header_bytes:
-                self._refuse(b"431 Request Header Fields Too Large",
-                             b"the request head passes the limit of %d bytes"
-                             % limits.max_header_bytes)
+                self._refuse_head()
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -100,12 +99,28 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
 
         def on_headers_complete(self) -> None:
             self._head_done = True
+            # A head that came whole in one read is measured here.
+            size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
+            if size > limits.max_header_bytes:
+                self._refuse_head()
+                return
             super().on_headers_complete()
 
+        def on_body(self, body: bytes) -> None:
+            if not self._refused:
+                super().on_body(body)
+
         def on_message_complete(self) -> None:
+            if self._refused:
+                return
             super().on_message_complete()
             self._incomplete = False
             self._disarm()
+
+        def _refuse_head(self) -> None:
+            self._refuse(b"431 Request Header Fields Too Large",
+                         b"the request head passes the limit of %d bytes"
+                         % limits.max_header_bytes)
 
         def _arm(self) -> None:
             if self._timer is None:
@@ -127,6 +142,8 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
                              b"%g s" % limits.request_timeout_s)
 
         def _refuse(self, status: bytes, detail: bytes) -> None:
+            self._refused = True
+            self._disarm()
             self.transport.write(_reply(status, detail))
             self.transport.close()
 
