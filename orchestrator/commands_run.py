@@ -269,7 +269,7 @@ def _open_store(path: Path) -> Store:
     try:
         return Store(path)
     except StoreError as exc:
-        console.print(f"[red]{exc}")
+        console.print(f"[red]{exc}", soft_wrap=True)
         raise typer.Exit(2) from None
 
 

@@ -573,16 +573,28 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
         return scores
 
     async def in_thread(call: Callable[[], Any]) -> Any:
-        """`call` in the scoring thread, within the time limit (TimeoutError past it)."""
-        thread = threads[0]
-        try:
-            return await asyncio.wait_for(loop.run_in_executor(thread, call), limit)
-        except TimeoutError:
-            if threads[0] is thread:
-                threads[0] = ThreadPoolExecutor(max_workers=1,
-                                                thread_name_prefix="boilerbench-score")
-                thread.shutdown(wait=False, cancel_futures=True)
-            raise
+        """`call` in the scoring thread, within the time limit counted from when it
+        starts (not its wait behind other pages); TimeoutError past it."""
+        while True:
+            thread = threads[0]
+            started: asyncio.Future[None] = loop.create_future()
+
+            def run(started: asyncio.Future[None] = started) -> Any:
+                loop.call_soon_threadsafe(_settle, started)
+                return call()
+
+            future = loop.run_in_executor(thread, run)
+            await asyncio.wait([started, future], return_when=asyncio.FIRST_COMPLETED)
+            if future.cancelled():  # queued in a thread that was given up: again
+                continue
+            try:
+                return await asyncio.wait_for(future, limit)
+            except TimeoutError:
+                if threads[0] is thread:
+                    threads[0] = ThreadPoolExecutor(max_workers=1,
+                                                    thread_name_prefix="boilerbench-score")
+                    thread.shutdown(wait=False, cancel_futures=True)
+                raise
 
     async def scored(ref: PageReference, score: Callable[[], PageScores]) -> PageScores | None:
         """Score a page of few tokens right here, a larger one in the worker thread;
@@ -713,6 +725,11 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
     await asyncio.to_thread(write_run_outputs, store, run_id, Path(spec.output_folder), results)
     store.set_status(run_id, "finished")
     return results
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _scoring_too_slow(limit: float) -> str:
