@@ -105,7 +105,8 @@ def test_a_page_past_the_scoring_time_limit_is_an_unscored_error(tmp_path: Path)
     store = Store(tmp_path / "store.sqlite")
     huge = "<html><body>" + "<p>word another</p>" * 300_000 + "</body></html>"
     pages = [DatasetPage("set", "huge", huge, GOLD), *_pages(2)]
-    spec = RunSpec(datasets=[], services=["justext"], scoring_time_limit_s=0.3)
+    spec = RunSpec(datasets=[], services=["justext"], scoring_time_limit_s=0.3,
+                   output_folder=str(tmp_path / "out"))
     run_id = create_run(store, spec, memory=[in_memory("set", pages)])
     results = {r.page_id: r for r in asyncio.run(
         execute_run(store, run_id, extractor=InstantExtractor()))}
@@ -123,7 +124,8 @@ def test_a_page_past_the_scoring_time_limit_is_an_unscored_error(tmp_path: Path)
 
 def test_a_run_cancelled_in_the_store_stops_and_is_not_resumed(tmp_path: Path) -> None:
     store = Store(tmp_path / "store.sqlite")
-    spec = RunSpec(datasets=[], services=["justext"], concurrency=1)
+    spec = RunSpec(datasets=[], services=["justext"], concurrency=1,
+                   output_folder=str(tmp_path / "out"))
     run_id = create_run(store, spec, memory=[in_memory("set", _pages(40))])
 
     async def go() -> None:
@@ -147,7 +149,8 @@ def test_a_run_cancelled_in_the_store_stops_and_is_not_resumed(tmp_path: Path) -
 def test_runs_cancel_command(tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
     store = Store(path)
-    run_id = create_run(store, RunSpec(datasets=[], services=["justext"]),
+    run_id = create_run(store, RunSpec(datasets=[], services=["justext"],
+                                              output_folder=str(tmp_path / "out")),
                         memory=[in_memory("set", _pages(1))])
     store.close()
     runner = CliRunner()
@@ -258,6 +261,7 @@ def test_a_busy_service_is_asked_again_not_recorded_as_failing(tmp_path: Path) -
     store = Store(tmp_path / "store.sqlite")
     with serve_app(app) as url:
         spec = RunSpec(datasets=[], services=["justext"], urls={"justext": url}, retries=0,
+                       output_folder=str(tmp_path / "out"),
                        backoff_s=0.05, concurrency=1)
         run_id = create_run(store, spec, memory=[in_memory("set", _pages(2))])
         results = asyncio.run(execute_run(store, run_id))
@@ -348,7 +352,8 @@ def test_linked_folders_inside_a_root_read_nothing_outside(
 # ---------------------------------------------------------------- smaller defects
 
 def test_a_service_named_twice_runs_once(tmp_path: Path) -> None:
-    spec = RunSpec(datasets=[], services=["bte", "bte", "justext", "bte"])
+    spec = RunSpec(datasets=[], services=["bte", "bte", "justext", "bte"],
+                   output_folder=str(tmp_path / "out"))
     assert spec.services == ["bte", "justext"]
     store = Store(tmp_path / "store.sqlite")
     run_id = create_run(store, spec, memory=[in_memory("set", _pages(3))])
