@@ -35,44 +35,16 @@ import json
 import os
 import platform
 import resource
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 from load import REPO, MemorySampler, Stats, StatusError, check, default_page, drive
 
-from orchestrator.launcher import wait_healthy
 from tests.helpers import overlapping_zip
-from tests.servers import free_port
-
-
-@contextmanager
-def process(app: str, env: dict[str, str], *extra: str, server: str = "guarded"
-            ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """`app` served as deployed (or by plain uvicorn) on a free port until the block ends."""
-    port = free_port()
-    runner = (["-m", "shared.serving"] if server == "guarded" else ["-m", "uvicorn"])
-    proc = subprocess.Popen([sys.executable, *runner, app, "--port", str(port),
-                             "--log-level", "warning", "--no-access-log", *extra],
-                            env={**os.environ, **env}, cwd=REPO, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, 180, proc)
-        yield url, proc
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
+from tests.servers import serve_process
 
 
 def service_app(name: str) -> str:
@@ -249,7 +221,9 @@ def main() -> int:
         "Command: `python " + " ".join(["benchmarks/abuse.py", *sys.argv[1:]]) + "`", "",
     ]
     service_env = {"BOILERBENCH_WORKERS": "1"}
-    with process(service_app(args.service), service_env, server=args.server) as (url, proc):
+    server = "shared.serving" if args.server == "guarded" else "uvicorn"
+    with serve_process(service_app(args.service), service_env, timeout=180,
+                       server=server) as (url, proc):
         if args.part in ("all", "slowloris"):
             stats, closed = asyncio.run(slowloris(url, proc.pid, page, args.crowd,
                                                   args.clients, args.seconds))
@@ -266,8 +240,8 @@ def main() -> int:
                            "BOILERBENCH_SERVICES": args.service,
                            "BOILERBENCH_URLS": json.dumps({args.service: url}),
                            "BOILERBENCH_API_RESUME": "false"}
-                with process("orchestrator.api:app_factory", api_env, "--factory",
-                             "--env-prefix", "BOILERBENCH_API_") as (api, _):
+                with serve_process("orchestrator.api:app_factory", api_env, "--factory",
+                                   "--env-prefix", "BOILERBENCH_API_") as (api, _):
                     if args.part in ("all", "runs"):
                         pages = [{"id": f"p{i}", "html": page.decode("utf-8", "replace"),
                                   "gold": "gold text"} for i in range(args.pages)]

@@ -192,9 +192,8 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
     @app.get("/health")
     async def health() -> Response:
         if pool.ready:
-            alive = pool.alive()
-            if alive:
-                return json_response({"status": "ok", "workers": alive, "size": pool.size})
+            if pool.alive():
+                return json_response({"status": "ok"})
             return error_response(503, "not_ready", "every extraction worker died; "
                                                     "replacements are starting")
         if pool.start_error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -85,15 +86,24 @@ def local_stack(names: Sequence[str], timeout: float = 180.0) -> Iterator[LocalS
 
 @contextmanager
 def serve_process(app_path: str, env: dict[str, str] | None = None, *extra: str,
-                  timeout: float = 120.0) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """`python -m shared.serving app_path` (as services are deployed) on a free port, with
-    `env` added to the environment, until the block ends; yield its URL and process."""
+                  timeout: float = 120.0, server: str = "shared.serving",
+                  open_files: int | None = None
+                  ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`python -m shared.serving app_path` (as services are deployed; `server="uvicorn"`
+    for plain uvicorn) on a free port, with `env` added to the environment (and an
+    open-file limit of `open_files`, soft and hard), until the block ends; yield its
+    URL and process."""
     port = free_port()
+
+    def limit_files() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     process = subprocess.Popen(
-        [sys.executable, "-m", "shared.serving", app_path, "--port", str(port),
+        [sys.executable, "-m", server, app_path, "--port", str(port),
          "--log-level", "warning", "--no-access-log", *extra],
         env={**os.environ, **(env or {})}, cwd=REPO, stdin=subprocess.DEVNULL,
-        start_new_session=True)
+        start_new_session=True, preexec_fn=limit_files)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, timeout, process)
