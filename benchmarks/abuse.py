@@ -3,6 +3,7 @@
     python benchmarks/abuse.py [--part all|slowloris|runs|bomb] [--service justext]
                                [--crowd 1000] [--clients 8] [--seconds 30] [--runs 100]
                                [--pages 10] [--bombs 4] [--server guarded|uvicorn]
+                               [--open-files N]
                                [--out benchmarks/results/abuse.md]
 
 - slowloris: the service as a real process (`python -m shared.serving`, as
@@ -208,6 +209,8 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=10)
     parser.add_argument("--bombs", type=int, default=4)
     parser.add_argument("--server", choices=["guarded", "uvicorn"], default="guarded")
+    parser.add_argument("--open-files", type=int, default=None,
+                        help="the service's open-file limit (soft and hard), e.g. 1024")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/abuse.md")
     args = parser.parse_args()
     open_files = raise_open_files()
@@ -223,12 +226,13 @@ def main() -> int:
     service_env = {"BOILERBENCH_WORKERS": "1"}
     server = "shared.serving" if args.server == "guarded" else "uvicorn"
     with serve_process(service_app(args.service), service_env, timeout=180,
-                       server=server) as (url, proc):
+                       server=server, open_files=args.open_files) as (url, proc):
         if args.part in ("all", "slowloris"):
             stats, closed = asyncio.run(slowloris(url, proc.pid, page, args.crowd,
                                                   args.clients, args.seconds))
+            limit = f", open-file limit {args.open_files}" if args.open_files else ""
             lines += [f"## Slowloris: {args.crowd} slow connections against {args.service} "
-                      f"({args.server} server)", "",
+                      f"({args.server} server{limit})", "",
                       stats.row(f"{args.clients} normal clients, a new connection per request"),
                       "", "Crowd connections: " + (", ".join(
                           f"{k} {v}" for k, v in sorted(closed.items())) or "none closed"), ""]
