@@ -26,7 +26,9 @@ server fetch an address of the caller's choosing. On start the server resumes
 runs left pending or running by a previous process (same store).
 
 API settings come from the environment, prefix BOILERBENCH_API_ (host, port,
-token, max_body_bytes, allowed_roots, config); run defaults (store, output
+token, max_body_bytes, allowed_roots, config, max_running_runs, max_queued_runs,
+max_unpacked_bytes, uploads; the HTTP limits of shared/serving.py:
+max_header_bytes, request_timeout_s, max_connections); run defaults (store, output
 folder, service URLs, concurrency...) from the configuration file named by
 BOILERBENCH_API_CONFIG and the BOILERBENCH_* variables (orchestrator/config.py).
 """
