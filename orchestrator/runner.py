@@ -314,7 +314,9 @@ def _is_busy(status: int, content: bytes) -> bool:
         body = orjson.loads(content)
     except orjson.JSONDecodeError:
         return True  # a server's own 503 (a connection cap) says nothing about the page
-    return not isinstance(body, dict) or body.get("error") in ("busy", "not_ready", None)
+    # busy, not_ready: the service's workers; service_unavailable: its connection cap.
+    return not isinstance(body, dict) or body.get("error") in (
+        "busy", "not_ready", "service_unavailable", None)
 
 
 def _parse_reply(service: str, content: bytes, elapsed_ms: float,
