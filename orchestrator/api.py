@@ -13,7 +13,16 @@
     GET  /runs/{id}/pages/{page}  one page of a run: its gold text and, per row, the
                                extract, its scores and the missed and extra words
                                (?dataset=NAME when several test sets hold the page id)
+    DELETE /runs/{id}          cancel the run if unfinished, and delete it with its
+                               stored pages, results, outputs and uploaded files
     GET  /health
+
+At most `max_running_runs` runs execute at once; later ones wait as "pending",
+and past `max_queued_runs` waiting, POST /runs is refused with 429 and a
+Retry-After. An uploaded archive is unpacked in a worker thread, one at a time,
+into a folder of its own under `uploads` (limits counted on the real unpacked
+bytes, see orchestrator/datasets.py), which the run reads from and which is
+deleted with it; its pages are not copied into the store.
 
 Errors are JSON `{"error", "detail"}` like the services'. The service URLs come
 from the configuration only (never from a request), so no request makes the
@@ -21,7 +30,9 @@ server fetch an address of the caller's choosing. On start the server resumes
 runs left pending or running by a previous process (same store).
 
 API settings come from the environment, prefix BOILERBENCH_API_ (host, port,
-token, max_body_bytes, allowed_roots, config); run defaults (store, output
+token, max_body_bytes, allowed_roots, config, max_running_runs, max_queued_runs,
+max_unpacked_bytes, uploads; the HTTP limits of shared/serving.py:
+max_header_bytes, request_timeout_s, max_connections); run defaults (store, output
 folder, service URLs, concurrency...) from the configuration file named by
 BOILERBENCH_API_CONFIG and the BOILERBENCH_* variables (orchestrator/config.py).
 """
@@ -31,6 +42,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +53,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from starlette.datastructures import UploadFile
 
 from orchestrator.config import ConfigError, RunConfig, load_config
 from orchestrator.datasets import (
@@ -47,11 +61,13 @@ from orchestrator.datasets import (
     Dataset,
     DatasetError,
     DatasetIn,
-    datasets_from_archive,
+    archive_dataset_folders,
+    unpack_archive,
 )
 from orchestrator.pagediff import page_diff
 from orchestrator.runner import (
     DatasetSource,
+    RunCancelledError,
     RunSpec,
     create_run,
     execute_run,
@@ -61,7 +77,7 @@ from orchestrator.runner import (
 )
 from orchestrator.service_options import OptionsError, check_options
 from orchestrator.statistics import ranked, summarize
-from orchestrator.store import Store
+from orchestrator.store import UNFINISHED, Store, StoreError
 from shared.answer import ServiceError, validation_message
 from shared.datasets import datasets_root
 from shared.openapi import document_bodies, install_offline_docs
@@ -69,6 +85,8 @@ from shared.registry import SERVICES
 from shared.service import check_token, install_error_handlers, json_response, read_body
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
+# Retry-After of a 429: about the time a run of the sample set takes.
+RETRY_AFTER_S = 30
 log = logging.getLogger("boilerbench.orchestrator")
 
 
@@ -87,6 +105,14 @@ class ApiSettings(BaseSettings):
     config: Path | None = Field(None, description="A key:value; configuration file of run "
                                                   "defaults.")
     resume: bool = Field(True, description="Resume unfinished runs of the store on start.")
+    max_running_runs: int = Field(2, ge=1, description="Runs executed at once; later ones "
+                                                       "wait (pending).")
+    max_queued_runs: int = Field(100, ge=0, description="Runs waiting at most; past it "
+                                                        "POST /runs gets 429.")
+    max_unpacked_bytes: int = Field(512 * 1024 * 1024, ge=1,
+                                    description="An upload may unpack to this many bytes.")
+    uploads: Path | None = Field(None, description="Folder of unpacked uploads; default: "
+                                                   "`uploads` beside the store.")
 
 
 ARCHIVE_FORM: dict[str, Any] = {
@@ -170,9 +196,12 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
         run_config = config or load_config(settings.config)
     except ConfigError as exc:
         raise SystemExit(f"configuration error: {exc}") from None
-    limits = ArchiveLimits(max_total_bytes=settings.max_body_bytes * 8)
+    limits = ArchiveLimits(max_total_bytes=settings.max_unpacked_bytes)
+    uploads = (settings.uploads or run_config.store_path.parent / "uploads").resolve()
     tasks: dict[str, asyncio.Task[Any]] = {}
     holder: dict[str, Store] = {}
+    running = asyncio.Semaphore(settings.max_running_runs)
+    unpacking = asyncio.Semaphore(1)  # the temporary area holds one upload at a time
 
     def store() -> Store:
         return holder["store"]
@@ -180,7 +209,10 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
     def start_task(run_id: str, urls: dict[str, str] | None = None) -> None:
         async def run() -> None:
             try:
-                await execute_run(store(), run_id, urls=urls)
+                async with running:
+                    await execute_run(store(), run_id, urls=urls)
+            except RunCancelledError:
+                log.info("run %s was cancelled", run_id)
             except Exception:
                 log.exception("run %s failed", run_id)
             finally:
@@ -188,9 +220,46 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
 
         tasks[run_id] = asyncio.get_running_loop().create_task(run())
 
+    async def unpack_upload(upload: UploadFile, run_id: str
+                            ) -> tuple[list[DatasetSource], list[str]]:
+        """The test sets of an uploaded archive, unpacked into uploads/<run id>."""
+        stem = (upload.filename or "upload").split("/")[-1].split(".")[0] or "upload"
+        partial, target = uploads / f"{run_id}.partial", uploads / run_id
+
+        def unpack() -> tuple[list[tuple[str, Path]], list[str]]:
+            try:
+                files = unpack_archive(upload.file, partial, limits)
+                return archive_dataset_folders(partial, files, stem)
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)
+                raise
+
+        async with unpacking:
+            uploads.mkdir(parents=True, exist_ok=True)
+            try:
+                folders, warnings = await asyncio.to_thread(unpack)
+            except DatasetError as exc:
+                raise ServiceError(422, "invalid_archive", str(exc)) from None
+        partial.rename(target)
+        sources = []
+        for name, folder in folders:
+            moved = target / folder.relative_to(partial)
+            feeds = moved / "feeds"
+            sources.append(folder_source(name, moved / "html", moved / "content",
+                                         feeds if feeds.is_dir() else None,
+                                         roots=[target], owned=True))
+        return sources, warnings
+
+    def remove_run_files(spec: RunSpec, run_id: str) -> None:
+        shutil.rmtree(run_output_dir(Path(spec.output_folder), run_id), ignore_errors=True)
+        shutil.rmtree(uploads / run_id, ignore_errors=True)
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        holder["store"] = Store(run_config.store_path)
+        try:
+            holder["store"] = Store(run_config.store_path)
+        except StoreError as exc:
+            raise SystemExit(str(exc)) from None
         if settings.resume:
             for info in store().unfinished_runs():
                 spec = RunSpec.model_validate(store().spec(info.id))
@@ -225,31 +294,38 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
 
     @app.get("/health")
     async def health() -> Response:
-        return json_response({"status": "ok", "running": len(tasks)})
+        active = min(len(tasks), settings.max_running_runs)
+        return json_response({"status": "ok", "running": active,
+                              "queued": len(tasks) - active})
 
     @app.post("/runs")
     async def post_run(request: Request) -> Response:
+        waiting = len(tasks) - settings.max_running_runs
+        if waiting >= settings.max_queued_runs:
+            reply = json_response({"error": "too_many_runs",
+                                   "detail": f"{len(tasks)} runs are running or waiting; "
+                                             "try again later"}, 429)
+            reply.headers["retry-after"] = str(RETRY_AFTER_S)
+            return reply
         body = await read_body(request, settings.max_body_bytes)
         media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         folders: list[DatasetSource] = []
         memory: list[Dataset] = []
+        run_id = uuid.uuid4().hex[:12]
+        upload_warnings: list[str] = []
         if media_type == "multipart/form-data":
             request._body = body  # the form parser reads the body already read (and limited)
             form = await request.form()
             upload = form.get("archive")
             if upload is None or isinstance(upload, str):
                 raise ServiceError(422, "invalid_request", "the form needs an `archive` file")
-            data = await upload.read()
-            stem = (upload.filename or "upload").split("/")[-1].split(".")[0] or "upload"
-            try:
-                memory = datasets_from_archive(data, stem, limits)
-            except DatasetError as exc:
-                raise ServiceError(422, "invalid_archive", str(exc)) from None
+            folders, upload_warnings = await unpack_upload(upload, run_id)
             services_field = form.get("services")
             options_field = form.get("options")
             try:
                 options = orjson.loads(str(options_field)) if options_field else {}
             except orjson.JSONDecodeError as exc:
+                shutil.rmtree(uploads / run_id, ignore_errors=True)
                 raise ServiceError(422, "invalid_request",
                                    f"the `options` field is not JSON: {exc}") from None
             try:
@@ -258,6 +334,7 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
                     if services_field else None,
                     options=options)
             except ValidationError as exc:
+                shutil.rmtree(uploads / run_id, ignore_errors=True)
                 raise ServiceError(422, "invalid_request", validation_message(exc)) from None
         elif media_type == "application/json":
             try:
@@ -268,7 +345,8 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
                 folder = _resolve_dataset(path, settings.allowed_roots)
                 feeds = folder / "feeds"
                 folders.append(folder_source(folder.name, folder / "html", folder / "content",
-                                             feeds if feeds.is_dir() else None))
+                                             feeds if feeds.is_dir() else None,
+                                             roots=settings.allowed_roots))
             if parsed.pages is not None:
                 memory.append(parsed.pages.dataset())
         else:
@@ -276,11 +354,16 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
                                "send application/json or multipart/form-data")
         if not folders and not memory:
             raise ServiceError(422, "invalid_request", "give `dataset`, `pages` or an archive")
-        spec = _spec_from(run_config, parsed.services, parsed.options, parsed.backend)
         try:
-            run_id = create_run(store(), spec, folders, memory)
-        except (DatasetError, ValueError) as exc:
+            spec = _spec_from(run_config, parsed.services, parsed.options, parsed.backend)
+            create_run(store(), spec, folders, memory, run_id=run_id)
+        except (DatasetError, ValueError, ServiceError) as exc:
+            shutil.rmtree(uploads / run_id, ignore_errors=True)
+            if isinstance(exc, ServiceError):
+                raise
             raise ServiceError(422, "invalid_dataset", str(exc)) from None
+        if upload_warnings:
+            store().add_warnings(run_id, upload_warnings)
         start_task(run_id)
         return json_response({"id": run_id, "status": "pending",
                               "links": {"self": f"/runs/{run_id}",
@@ -314,6 +397,21 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
                    "error": r.error} for r in results if r.status == "error"]
         return json_response({"run": info, "summary": summary.model_dump(mode="json"),
                               "errors": errors, **store().details(run_id)})
+
+    @app.delete("/runs/{run_id}")
+    async def delete_run(run_id: str) -> Response:
+        status = run_or_404(run_id)["status"]
+        if status in UNFINISHED:
+            store().set_status(run_id, "cancelled")
+        task = tasks.get(run_id)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        spec = RunSpec.model_validate(store().spec(run_id))
+        store().delete_run(run_id)
+        await asyncio.to_thread(remove_run_files, spec, run_id)
+        return json_response({"id": run_id, "deleted": True,
+                              "status": "cancelled" if status in UNFINISHED else status})
 
     @app.get("/runs/{run_id}/report")
     async def get_report(run_id: str) -> Response:

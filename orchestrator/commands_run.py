@@ -41,6 +41,7 @@ from orchestrator.models import PageResult
 from orchestrator.predictions import PredictionsError, prediction_rows
 from orchestrator.report import detail_rows, render_table
 from orchestrator.runner import (
+    RunCancelledError,
     RunSpec,
     create_run,
     execute_run,
@@ -49,7 +50,7 @@ from orchestrator.runner import (
 )
 from orchestrator.service_options import OptionsError, check_options
 from orchestrator.statistics import RANK_KEYS, ranked, summarize
-from orchestrator.store import Store
+from orchestrator.store import UNFINISHED, Store, StoreError
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 console = Console(stderr=True)
@@ -154,7 +155,7 @@ def run(
         except PredictionsError as exc:
             console.print(f"[red]{exc}")
             raise typer.Exit(2) from None
-    db = Store(config.store_path)
+    db = _open_store(config.store_path)
     try:
         if resume:
             run_id = resume
@@ -196,7 +197,7 @@ def score(
     except PredictionsError as exc:
         console.print(f"[red]{exc}")
         raise typer.Exit(2) from None
-    db = Store(config.store_path)
+    db = _open_store(config.store_path)
     try:
         spec, run_id = _new_run(db, config, rows, rank_by, services=[])
         results = _execute(db, run_id, spec, config)
@@ -211,7 +212,10 @@ def _store_hint(run_id: str, config: RunConfig) -> str:
     for candidate in dict.fromkeys([config.output_folder / LEGACY_STORE,
                                     Path("results") / LEGACY_STORE]):
         if candidate.is_file() and candidate.resolve() != config.store_path.resolve():
-            other = Store(candidate)
+            try:
+                other = Store(candidate)
+            except StoreError:
+                continue
             try:
                 if other.run(run_id) is not None:
                     return f"; it is in {candidate}: add --store {candidate}"
@@ -281,6 +285,9 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[P
         except KeyboardInterrupt:
             console.print(f"[yellow]interrupted; resume with --resume {run_id}")
             raise typer.Exit(130) from None
+        except RunCancelledError:
+            console.print(f"[yellow]run {run_id} was cancelled")
+            raise typer.Exit(1) from None
         finally:
             if stack is not None:
                 stack.stop()
@@ -326,14 +333,14 @@ def serve(
         "--config", exists=True, dir_okay=False, help="Run defaults (key:value; file).")] = None,
 ) -> None:
     """Run the orchestrator API (POST /runs, GET /runs/{id}, ...)."""
-    import uvicorn
-
     from orchestrator.api import ApiSettings, create_app
+    from shared.serving import serve as serve_app
+    from shared.settings import HttpLimits
 
     overrides: dict[str, Any] = {"host": host, "port": port, "config": config_file}
     settings = ApiSettings(**{k: v for k, v in overrides.items() if v is not None})
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                log_level="warning")
+    serve_app(create_app(settings), settings.host, settings.port,
+              HttpLimits(_env_prefix="BOILERBENCH_API_"))
 
 
 @runs_app.command("list")
@@ -343,7 +350,7 @@ def runs_list(
 ) -> None:
     """List the runs of the store with their progress."""
     config = _config(config_file, {"store": store})
-    db = Store(config.store_path)
+    db = _open_store(config.store_path)
     table = Table(title=f"runs in {config.store_path}")
     for column in ("id", "created", "status", "datasets", "services", "done/total", "errors"):
         table.add_column(column)
@@ -356,6 +363,39 @@ def runs_list(
     out.print(table)
 
 
+def _open_store(path: Path) -> Store:
+    """The store at `path`, or one line saying why it cannot be used (exit 2)."""
+    try:
+        return Store(path)
+    except StoreError as exc:
+        console.print(f"[red]{exc}", soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+@runs_app.command("cancel")
+def runs_cancel(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
+    config_file: Annotated[Path | None, typer.Option("--config", exists=True)] = None,
+) -> None:
+    """Cancel an unfinished run: it is never resumed, and a process running it (a
+    `boilerbench run` or `serve` on the same store) stops within a page."""
+    config = _config(config_file, {"store": store})
+    db = _open_store(config.store_path)
+    try:
+        status = db.status(run_id)
+        if status is None:
+            console.print(f"[red]no run {run_id!r} in {config.store_path}")
+            raise typer.Exit(2)
+        if status not in UNFINISHED:
+            console.print(f"[yellow]run {run_id} is already {status}; nothing to cancel")
+            raise typer.Exit(1)
+        db.set_status(run_id, "cancelled")
+    finally:
+        db.close()
+    out.print(f"run {run_id}: cancelled")
+
+
 @runs_app.command("show")
 def runs_show(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
@@ -364,7 +404,7 @@ def runs_show(
 ) -> None:
     """Print a run's status and results table."""
     config = _config(config_file, {"store": store})
-    db = Store(config.store_path)
+    db = _open_store(config.store_path)
     info = db.run(run_id)
     if info is None:
         console.print(f"[red]no run {run_id!r} in {config.store_path}")

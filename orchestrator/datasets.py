@@ -5,10 +5,12 @@ A test set is pages with gold text (seed 002, f2): `html/<id>.html` and
 RSS/Atom feed, for the rss service). Files without a partner are listed as
 warnings in the run's results, never silently dropped.
 
-Archives come from users over HTTP, so they are read member by member into memory
-under limits (total uncompressed size, file count, size per file, compression
-ratio) and refused when a member is a link, a device, an absolute path or climbs
-out with `..`; nothing is ever extracted to disk by the archive library itself.
+Archives come from users over HTTP, so they are unpacked member by member, each
+streamed to a file of our own under limits counted on the bytes really unpacked
+(total size, file count, size per file) and on the headers (compression ratio),
+and refused when a member is a link, a device, an absolute path or climbs out
+with `..`, or when zip members overlap; nothing is ever extracted by the archive
+library itself.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ import io
 import json
 import re
 import stat
+import struct
 import tarfile
+import tempfile
 import zipfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -136,22 +140,41 @@ def pair_names(html: Iterable[str], content: Iterable[str], feeds: Iterable[str]
 
 
 def open_folder(name: str, html_folder: Path, content_folder: Path,
-                feeds_folder: Path | None = None) -> Dataset:
-    """A test set from an HTML folder and a content folder (pages read when needed)."""
+                feeds_folder: Path | None = None, roots: Sequence[Path] | None = None
+                ) -> Dataset:
+    """A test set from an HTML folder and a content folder (pages read when needed).
+
+    With `roots`, every file is resolved (links followed) and used only if it lies
+    under one of them: a folder of links to elsewhere reads nothing outside."""
     for label, folder in (("html", html_folder), ("content", content_folder)):
         if not folder.is_dir():
             raise DatasetError(f"{name}: the {label} folder {folder} does not exist")
-    html_files = {p.name: p for p in html_folder.iterdir() if p.is_file()}
-    gold_files = {p.name: p for p in content_folder.iterdir() if p.is_file()}
-    feed_files = ({p.name: p for p in feeds_folder.iterdir() if p.is_file()}
+    outside: list[str] = []
+
+    def files_of(folder: Path) -> dict[str, Path]:
+        found = {}
+        for path in folder.iterdir():
+            real = path.resolve()
+            if roots is not None and not any(real.is_relative_to(r) for r in roots):
+                outside.append(f"{name}: {folder.name}/{path.name} lies outside the allowed "
+                               "folders; not used")
+            elif real.is_file():
+                found[path.name] = real
+        return found
+
+    html_files = files_of(html_folder)
+    gold_files = files_of(content_folder)
+    feed_files = (files_of(feeds_folder)
                   if feeds_folder is not None and feeds_folder.is_dir() else {})
     ids, warnings = pair_names(html_files, gold_files, feed_files, name)
-    html_by_id = {p.name.rpartition(".")[0]: p for p in html_files.values()}
-    feed_by_id = {p.stem: p for p in feed_files.values() if p.suffix == FEED_SUFFIX}
+    warnings = outside + warnings
+    html_by_id = {n.rpartition(".")[0]: p for n, p in html_files.items()}
+    feed_by_id = {n.rpartition(".")[0]: p for n, p in feed_files.items()
+                  if n.endswith(FEED_SUFFIX)}
 
     def load(page_id: str) -> Page:
         feed = feed_by_id.get(page_id)
-        gold, note = read_gold_checked((content_folder / f"{page_id}{GOLD_SUFFIX}").read_bytes())
+        gold, note = read_gold_checked(gold_files[f"{page_id}{GOLD_SUFFIX}"].read_bytes())
         return Page(
             dataset=name, id=page_id, html=html_by_id[page_id].read_bytes(), gold=gold,
             feed=read_gold(feed.read_bytes()) if feed is not None else None,
@@ -237,40 +260,77 @@ def _safe_member_path(name: str) -> PurePosixPath:
 
 
 class _Budget:
+    """Files and bytes unpacked so far, counted from what the decompressor gives (the
+    sizes in the headers can lie)."""
+
     def __init__(self, limits: ArchiveLimits) -> None:
         self.limits = limits
         self.files = 0
         self.total = 0
 
-    def admit(self, name: str, size: int) -> None:
+    def admit(self, name: str, declared: int) -> None:
+        """One more member, whose headers claim `declared` bytes."""
         self.files += 1
         if self.files > self.limits.max_files:
             raise ArchiveError(f"more than {self.limits.max_files} files in the archive")
+        self.check_file(name, declared)
+        if self.total + declared > self.limits.max_total_bytes:
+            self.over_total()
+
+    def check_file(self, name: str, size: int) -> None:
         if size > self.limits.max_file_bytes:
             raise ArchiveError(f"member {name!r} is {size} bytes; the limit per file is "
                                f"{self.limits.max_file_bytes}")
-        self.total += size
-        if self.total > self.limits.max_total_bytes:
-            raise ArchiveError(f"the archive unpacks to more than {self.limits.max_total_bytes} "
-                               "bytes")
+
+    def over_total(self) -> None:
+        raise ArchiveError(f"the archive unpacks to more than {self.limits.max_total_bytes} "
+                           "bytes")
+
+    def copy(self, stream: IO[bytes], name: str, sink: Callable[[bytes], object]) -> None:
+        """Stream one member into `sink` in chunks, counting its real size."""
+        size = 0
+        while chunk := stream.read(_CHUNK_BYTES):
+            size += len(chunk)
+            self.total += len(chunk)
+            self.check_file(name, size)
+            if self.total > self.limits.max_total_bytes:
+                self.over_total()
+            sink(chunk)
 
 
-def _bounded_read(stream: IO[bytes], name: str, limit: int) -> bytes:
-    """Read at most `limit` bytes, whatever the headers claimed."""
-    data = stream.read(limit + 1)
-    if len(data) > limit:
-        raise ArchiveError(f"member {name!r} unpacks to more than {limit} bytes")
-    return data
+_CHUNK_BYTES = 1024 * 1024
+_ZIP_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature ... name length, extra length
 
 
-def _zip_members(data: bytes, limits: ArchiveLimits) -> dict[PurePosixPath, bytes]:
-    files: dict[PurePosixPath, bytes] = {}
-    budget = _Budget(limits)
+def _check_zip_layout(archive: zipfile.ZipFile, source: IO[bytes]) -> None:
+    """Refuse members whose data overlap (PKZIP APPNOTE 4.3.6: each local header and its
+    data follow the previous ones): a few kB of shared deflate data named by thousands
+    of entries is a bomb that per-member limits never see."""
+    end = 0
+    for info in sorted(archive.infolist(), key=lambda i: i.header_offset):
+        if info.header_offset < end:
+            raise ArchiveError(f"member {info.filename!r} overlaps the previous member's data")
+        source.seek(info.header_offset)
+        header = source.read(_ZIP_LOCAL_HEADER.size)
+        if len(header) < _ZIP_LOCAL_HEADER.size:
+            raise ArchiveError(f"member {info.filename!r}: its header is cut off")
+        signature, name_length, extra_length = _ZIP_LOCAL_HEADER.unpack(header)
+        if signature != b"PK\x03\x04":
+            raise ArchiveError(f"member {info.filename!r}: no local header at its offset")
+        end = (info.header_offset + _ZIP_LOCAL_HEADER.size + name_length + extra_length
+               + info.compress_size)
+    if end > archive.start_dir:
+        raise ArchiveError("the last member's data overlap the central directory")
+
+
+def _zip_members(source: IO[bytes], limits: ArchiveLimits, budget: _Budget
+                 ) -> Iterator[tuple[PurePosixPath, IO[bytes]]]:
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
+        archive = zipfile.ZipFile(source)
     except zipfile.BadZipFile as exc:
         raise ArchiveError(f"not a readable zip archive: {exc}") from None
     with archive:
+        _check_zip_layout(archive, source)
         for info in archive.infolist():
             path = _safe_member_path(info.filename)
             mode = info.external_attr >> 16
@@ -288,17 +348,23 @@ def _zip_members(data: bytes, limits: ArchiveLimits) -> dict[PurePosixPath, byte
                 raise ArchiveError(f"member {info.filename!r}: inconsistent sizes")
             try:
                 with archive.open(info) as stream:
-                    files[path] = _bounded_read(stream, info.filename, info.file_size)
-            except (zipfile.BadZipFile, OSError, NotImplementedError) as exc:
+                    yield path, stream
+            except (zipfile.BadZipFile, OSError, NotImplementedError, EOFError) as exc:
                 raise ArchiveError(f"member {info.filename!r} cannot be read: {exc}") from None
-    return files
 
 
-def _tar_members(data: bytes, limits: ArchiveLimits) -> dict[PurePosixPath, bytes]:
-    files: dict[PurePosixPath, bytes] = {}
-    budget = _Budget(limits)
+def _readable_name(name: str) -> str:
+    """A tar member's name as text: bytes that are not UTF-8 (kept by tarfile as lone
+    surrogates, which no encoder takes) become U+FFFD."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _tar_members(source: IO[bytes], limits: ArchiveLimits, budget: _Budget
+                 ) -> Iterator[tuple[PurePosixPath, IO[bytes]]]:
+    packed = source.seek(0, io.SEEK_END)
+    source.seek(0)
     try:
-        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")  # noqa: SIM115
+        archive = tarfile.open(fileobj=source, mode="r:*")  # noqa: SIM115
     except (tarfile.TarError, OSError, EOFError) as exc:
         # tarfile lists every compression it tried, one per line: the first line says it.
         reason = str(exc).splitlines()[0].rstrip(": ") if str(exc) else type(exc).__name__
@@ -306,76 +372,102 @@ def _tar_members(data: bytes, limits: ArchiveLimits) -> dict[PurePosixPath, byte
     try:
         with archive:
             for member in archive:
-                path = _safe_member_path(member.name)
+                name = _readable_name(member.name)
+                path = _safe_member_path(name)
                 if member.issym() or member.islnk():
-                    raise ArchiveError(f"refused member {member.name!r}: "
+                    raise ArchiveError(f"refused member {name!r}: "
                                        f"{'symbolic' if member.issym() else 'hard'} link")
                 if member.isdir():
                     continue
                 if not member.isfile():
-                    raise ArchiveError(f"refused member {member.name!r}: not a regular file")
-                budget.admit(member.name, member.size)
-                if budget.total > limits.max_ratio * max(len(data), 1):
+                    raise ArchiveError(f"refused member {name!r}: not a regular file")
+                budget.admit(name, member.size)
+                if budget.total + member.size > limits.max_ratio * max(packed, 1):
                     raise ArchiveError(f"the archive's compression ratio is over "
                                        f"{limits.max_ratio:g}")
                 stream = archive.extractfile(member)
                 if stream is None:
-                    raise ArchiveError(f"member {member.name!r} cannot be read")
-                files[path] = _bounded_read(stream, member.name, member.size)
+                    raise ArchiveError(f"member {name!r} cannot be read")
+                yield path, stream
     except (tarfile.TarError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise ArchiveError(f"the tar archive is damaged: {exc}") from None
-    return files
 
 
-def read_archive_members(data: bytes, limits: ArchiveLimits | None = None
-                         ) -> dict[PurePosixPath, bytes]:
-    """The regular files of a zip or tar (.gz/.bz2/.xz) archive, read safely into memory."""
+def unpack_archive(source: IO[bytes] | bytes, target: Path,
+                   limits: ArchiveLimits | None = None) -> list[PurePosixPath]:
+    """Unpack the regular files of a zip or tar (.gz/.bz2/.xz) archive under `target`
+    (created; it must not exist), streaming each member to disk while counting its
+    real size; returns the files' paths. Raises ArchiveError, leaving `target` for the
+    caller to remove."""
     limits = limits or ArchiveLimits()
-    if len(data) > limits.max_total_bytes:
+    stream: IO[bytes] = io.BytesIO(source) if isinstance(source, bytes) else source
+    if stream.seek(0, io.SEEK_END) > limits.max_total_bytes:
         raise ArchiveError(f"the archive is over {limits.max_total_bytes} bytes")
-    if zipfile.is_zipfile(io.BytesIO(data)):
-        return _zip_members(data, limits)
-    return _tar_members(data, limits)
+    stream.seek(0)
+    budget = _Budget(limits)
+    members = (_zip_members if zipfile.is_zipfile(stream) else _tar_members)
+    stream.seek(0)
+    target.mkdir(parents=True)
+    written: list[PurePosixPath] = []
+    for path, member in members(stream, limits, budget):
+        if not path.parts:
+            continue
+        destination = target.joinpath(*path.parts)
+        try:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            with destination.open("xb") as sink:
+                budget.copy(member, str(path), sink.write)
+        except FileExistsError:
+            raise ArchiveError(f"member {str(path)!r} appears twice in the archive") from None
+        except (NotADirectoryError, IsADirectoryError):
+            raise ArchiveError(f"member {str(path)!r} is both a file and a folder") from None
+        written.append(path)
+    return written
+
+
+def archive_dataset_folders(root: Path, files: Iterable[PurePosixPath], name: str
+                            ) -> tuple[list[tuple[str, Path]], list[str]]:
+    """The test sets of an unpacked archive: (set name, folder) of each folder holding
+    `html/` and `content/` (the archive root is named `name`, a sub-folder by its own
+    name), and a warning naming the files outside them."""
+    files = list(files)
+    roots = sorted({path.parent.parent for path in files
+                    if len(path.parts) >= 2 and path.parent.name in ("html", "content")})
+    found: list[tuple[str, Path]] = []
+    used: set[PurePosixPath] = set()
+    for set_root in roots:
+        folder = root.joinpath(*set_root.parts)
+        if not ((folder / "html").is_dir() and (folder / "content").is_dir()):
+            continue
+        found.append((set_root.name or name, folder))
+        used.update(p for p in files if p.parent in
+                    (set_root / "html", set_root / "content", set_root / "feeds"))
+    if not found:
+        raise DatasetError("the archive holds no folder with html/ and content/ sub-folders")
+    names = [set_name for set_name, _ in found]
+    if len(set(names)) != len(names):
+        raise DatasetError(f"the archive holds two test sets of the same name: {names}")
+    stray = sorted(str(p) for p in files if p not in used)
+    warnings = []
+    if stray:
+        shown = ", ".join(stray[:20]) + (f" and {len(stray) - 20} more" if len(stray) > 20 else "")
+        warnings.append(f"files outside any html/ or content/ folder: {shown}")
+    return found, warnings
 
 
 def datasets_from_archive(data: bytes, name: str = "upload",
                           limits: ArchiveLimits | None = None) -> list[Dataset]:
-    """Every test set in an archive: each folder holding `html/` and `content/`
-    (the archive root is named `name`, a sub-folder by its own name)."""
-    files = read_archive_members(data, limits)
-    roots = sorted({path.parent.parent for path in files
-                    if len(path.parts) >= 2 and path.parent.name in ("html", "content")})
-    datasets: list[Dataset] = []
-    used: set[PurePosixPath] = set()
-    for root in roots:
-        def under(folder: str, root: PurePosixPath = root) -> dict[str, PurePosixPath]:
-            return {p.name: p for p in files if p.parent == root / folder}
-
-        html, content, feeds = under("html"), under("content"), under("feeds")
-        if not html or not content:
-            continue
-        set_name = root.name or name
-        ids, warnings = pair_names(html, content, feeds, set_name)
-        used.update(html.values(), content.values(), feeds.values())
-        html_by_id = {n.rpartition(".")[0]: p for n, p in html.items()}
-        pages = []
-        for page_id in ids:
-            feed = feeds.get(f"{page_id}{FEED_SUFFIX}")
-            gold, note = read_gold_checked(files[content[f"{page_id}{GOLD_SUFFIX}"]])
-            if note:
-                warnings.append(f"{set_name}/{page_id}: content/{page_id}{GOLD_SUFFIX} is {note}")
-            pages.append(Page(set_name, page_id, files[html_by_id[page_id]], gold,
-                              read_gold(files[feed]) if feed is not None else None))
-        datasets.append(in_memory(set_name, pages, warnings))
-    if not datasets:
-        raise DatasetError("the archive holds no folder with html/ and content/ sub-folders")
-    names = [d.name for d in datasets]
-    if len(set(names)) != len(names):
-        raise DatasetError(f"the archive holds two test sets of the same name: {names}")
-    stray = sorted(str(p) for p in files if p not in used)
-    if stray:
-        shown = ", ".join(stray[:20]) + (f" and {len(stray) - 20} more" if len(stray) > 20 else "")
-        datasets[0].warnings.append(f"files outside any html/ or content/ folder: {shown}")
+    """Every test set in an archive, unpacked in a temporary folder and loaded into
+    memory (see archive_dataset_folders for the layout)."""
+    with tempfile.TemporaryDirectory(prefix="boilerbench-archive-") as temp:
+        root = Path(temp) / "archive"
+        files = unpack_archive(data, root, limits)
+        folders, warnings = archive_dataset_folders(root, files, name)
+        datasets = []
+        for set_name, folder in folders:
+            on_disk = open_dataset_dir(folder, set_name)
+            datasets.append(in_memory(set_name, list(on_disk.pages()), on_disk.warnings))
+    datasets[0].warnings.extend(warnings)
     return datasets
 
 

@@ -78,6 +78,19 @@ def page_row(result: PageResult) -> dict[str, Any]:
     return row
 
 
+# Characters that make a spreadsheet program read a cell as a formula (OWASP, "CSV
+# Injection"): a cell starting with one is written after a single quote.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "|")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A CSV cell no spreadsheet evaluates: text (never a number) that starts like a
+    formula gets a leading `'`, which spreadsheets show as text and do not run."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 # ---------------------------------------------------------------- tables
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -672,7 +685,8 @@ def write_outputs(out_dir: Path, run: RunInfo, results: list[PageResult],
     with paths["csv"].open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=page_columns())
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({key: spreadsheet_safe(value) for key, value in row.items()}
+                         for row in rows)
     paths["markdown"].write_text(markdown_summary(run, summary), encoding="utf-8")
     paths["html"].write_text(render_html(run, summary, results, gold), encoding="utf-8")
     paths.update(write_exports(out_dir, summary, results))

@@ -6,7 +6,11 @@ Two backends run the extractions:
   at most `concurrency` requests in flight per service, a time limit per request,
   and retries with exponential back-off (backoff_s, doubled) on connection errors
   and 5xx replies. 4xx replies and time-outs are not retried (the same page would
-  fail the same way). After a page has used up its retries on connection errors,
+  fail the same way). A service that is busy (503 busy or not ready, 429) has not
+  tried the page: it is asked again after a growing pause (its Retry-After if
+  given) without using up a retry, for up to `busy_wait_s`, and never recorded as
+  the algorithm's failure (ServiceBusyError stops the run, which can be resumed).
+  After a page has used up its retries on connection errors,
   the service counts as down and later pages get one attempt each, so a dead
   service costs milliseconds per page, and is picked up again if it comes back.
 - `embedded`: no HTTP; each service's extractor runs in worker processes
@@ -38,6 +42,14 @@ from 9.1 and 9.6 s to 3.7 and 3.7 s, and the machine's idle cores from 0.09 and 
 to 0.05 and 0.04.
 Each result is written to the store in its own transaction, so a killed run
 resumes where it stopped: finished (dataset, page, service) rows are skipped.
+
+Preparing or scoring one page has a time limit (`scoring_time_limit_s`): a page
+past it is recorded for every service as an error without scores, with the
+reason, and the run goes on with a fresh scoring thread (a thread cannot be
+stopped: the old one finishes its page, whose result is dropped; preparing is
+linear in the page's size, so it does finish). A run whose status turns
+"cancelled" in the store (`DELETE /runs/{id}`, `boilerbench runs cancel`, from any
+process) stops within a page of each lane and is never resumed.
 """
 
 from __future__ import annotations
@@ -58,7 +70,7 @@ from typing import Any, Literal, Protocol
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from orchestrator.datasets import Dataset, Page, in_memory, open_folder
 from orchestrator.models import PageResult, PageScores, RunInfo
@@ -81,6 +93,19 @@ INLINE_SCORING_TOKENS = 5000
 INLINE_SCORING_GOLD_TOKENS = 1000
 # The interpreter's GIL switch interval during runs (execute_run says why).
 GIL_SWITCH_INTERVAL_S = 0.0005
+# How often a running run looks in the store whether it was cancelled.
+CANCEL_CHECK_INTERVAL_S = 0.5
+# The longest pause between two tries of a busy service.
+MAX_BUSY_PAUSE_S = 5.0
+
+
+class RunCancelledError(Exception):
+    """The run was cancelled (its status in the store is "cancelled")."""
+
+
+class ServiceBusyError(Exception):
+    """A service stayed busy (503 busy or not ready) through every retry: the page was
+    not attempted, so nothing is recorded for it and a resumed run tries it again."""
 
 
 class DatasetSource(BaseModel):
@@ -91,6 +116,10 @@ class DatasetSource(BaseModel):
     html_folder: str | None = None
     content_folder: str | None = None
     feeds_folder: str | None = None
+    roots: list[str] | None = None
+    """If set, files are read only where they resolve under one of these folders."""
+    owned: bool = False
+    """The folders belong to the run (an uploaded archive): deleted with it."""
 
 
 class RunSpec(BaseModel):
@@ -110,6 +139,10 @@ class RunSpec(BaseModel):
     timeout_s: float = 60.0
     retries: int = 3
     backoff_s: float = 0.5
+    busy_wait_s: float = 600.0
+    """How long a page may wait in all for a service that answers 503 busy."""
+    scoring_time_limit_s: float = 60.0
+    """Preparing or scoring one page longer than this makes it an unscored error."""
     service_token: str | None = None
     output_folder: str = "results"
     total: int = 0
@@ -129,6 +162,12 @@ class RunSpec(BaseModel):
     def rows(self) -> list[str]:
         """Every row of the run: the live services, then the prediction files."""
         return [*self.services, *self.predictions]
+
+    @field_validator("services")
+    @classmethod
+    def _no_duplicates(cls, names: list[str]) -> list[str]:
+        """A service named twice is run once (each result row is one page x service)."""
+        return list(dict.fromkeys(names))
 
     def url(self, service: str) -> str:
         return self.urls.get(service, f"http://127.0.0.1:{get_service(service).port}")
@@ -230,15 +269,20 @@ class HttpExtractor:
         attempts = 1 if self.down[service] else self.spec.retries + 1
         last = "no attempt"
         connection_failed = False
-        for attempt in range(attempts):
+        busy_until = time.monotonic() + self.spec.busy_wait_s
+        busy_pause = self.spec.backoff_s
+        attempt = 0
+        while attempt < attempts:
             if attempt:
                 await asyncio.sleep(self.spec.backoff_s * 2 ** (attempt - 1))
+            attempt += 1
             try:
                 async with self.semaphores[service]:
                     started = time.perf_counter()  # time in the service, not in the queue
                     async with self.session.post(url, data=payload,
                                                  headers=self.headers) as reply:
                         status, content = reply.status, await reply.read()
+                        retry_after = reply.headers.get("retry-after", "")
             except (TimeoutError, aiohttp.ClientConnectionError,
                     aiohttp.ClientPayloadError) as exc:
                 # A time-out waiting for the reply is final; a service that was not there
@@ -253,6 +297,16 @@ class HttpExtractor:
             except aiohttp.ClientError as exc:
                 return Outcome(error=f"request to {url} failed: {type(exc).__name__}: {exc}")
             elapsed = (time.perf_counter() - started) * 1000
+            if _is_busy(status, content):
+                if time.monotonic() + busy_pause > busy_until:
+                    raise ServiceBusyError(
+                        f"{service} stayed busy for {self.spec.busy_wait_s:g} s "
+                        f"(HTTP {status}: {_error_text(content)}); resume the run later")
+                pause = float(retry_after) if retry_after.isdigit() else busy_pause
+                await asyncio.sleep(min(pause, MAX_BUSY_PAUSE_S))
+                busy_pause = min(busy_pause * 2, MAX_BUSY_PAUSE_S)
+                attempt -= 1  # the page was not tried: no retry is used up
+                continue
             if status >= 500:
                 connection_failed = False
                 last = f"HTTP {status}: {_error_text(content)}"
@@ -270,6 +324,21 @@ class HttpExtractor:
         self.page_json.cache_clear()
         if self.session is not None:
             await self.session.close()
+
+
+def _is_busy(status: int, content: bytes) -> bool:
+    """Did the service turn the request away unread (busy, starting, too many requests)?"""
+    if status == 429:
+        return True
+    if status != 503:
+        return False
+    try:
+        body = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return True  # a server's own 503 (a connection cap) says nothing about the page
+    # busy, not_ready: the service's workers; service_unavailable: its connection cap.
+    return not isinstance(body, dict) or body.get("error") in (
+        "busy", "not_ready", "service_unavailable", None)
 
 
 def _parse_reply(service: str, content: bytes, elapsed_ms: float,
@@ -350,8 +419,10 @@ class EmbeddedExtractor:
                                                        self.spec.timeout_s)
             except ServiceError as exc:
                 return Outcome(error=f"{exc.error}: {exc.detail}"[:500])
-            except (ExtractionTimeoutError, ExtractionFailedError, PoolBusyError) as exc:
+            except (ExtractionTimeoutError, ExtractionFailedError) as exc:
                 return Outcome(error=f"{type(exc).__name__}: {exc}")
+            except PoolBusyError as exc:
+                raise ServiceBusyError(f"{service}: {exc}") from None
         elapsed = (time.perf_counter() - started) * 1000
         return _parse_reply(service, finish_reply(result.partial_reply, elapsed), elapsed,
                             result.extract_ms)
@@ -369,11 +440,14 @@ def make_extractor(spec: RunSpec) -> Extractor:
 # Creating and running runs
 
 
-def folder_source(dataset_name: str, html: Path, content: Path,
-                  feeds: Path | None) -> DatasetSource:
+def folder_source(dataset_name: str, html: Path, content: Path, feeds: Path | None,
+                  roots: Sequence[Path] | None = None, owned: bool = False) -> DatasetSource:
+    """A folder test set; with `roots`, every file it reads must resolve under them."""
     return DatasetSource(name=dataset_name, kind="folder", html_folder=str(html.resolve()),
                          content_folder=str(content.resolve()),
-                         feeds_folder=str(feeds.resolve()) if feeds else None)
+                         feeds_folder=str(feeds.resolve()) if feeds else None,
+                         roots=[str(r.resolve()) for r in roots] if roots is not None else None,
+                         owned=owned)
 
 
 def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (),
@@ -408,7 +482,8 @@ def open_source(source: DatasetSource, store: Store | None = None,
         if not source.html_folder or not source.content_folder:
             raise ValueError(f"{source.name}: a folder test set needs both folders")
         return open_folder(source.name, Path(source.html_folder), Path(source.content_folder),
-                           Path(source.feeds_folder) if source.feeds_folder else None)
+                           Path(source.feeds_folder) if source.feeds_folder else None,
+                           [Path(r) for r in source.roots] if source.roots is not None else None)
     if store is None or run_id is None:
         raise ValueError("stored test sets need the store and the run id")
     return in_memory(source.name, store.inputs(run_id).get(source.name, []))
@@ -427,6 +502,8 @@ class _Prepared:
     reason: str | None
     notes: tuple[str, ...] = ()
     """Warnings about a page that is still scored (gold not UTF-8, empty gold)."""
+    unscored: bool = False
+    """`reason` is an error of scoring (a time limit), not a page to skip."""
 
 
 def _prepare(page: Page) -> _Prepared:
@@ -488,6 +565,8 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
     spec = RunSpec.model_validate(store.spec(run_id))
     if urls:
         spec = spec.model_copy(update={"urls": {**spec.urls, **urls}})
+    if store.status(run_id) == "cancelled":
+        raise RunCancelledError(f"run {run_id} was cancelled")
     store.set_status(run_id, "running")
     try:
         datasets = [open_source(source, store, run_id) for source in spec.datasets]
@@ -497,7 +576,9 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
     done = store.done_keys(run_id)
     # Preparing and scoring are pure Python: under the GIL a second thread would not
     # run them any sooner, only make them and the event loop take turns more often.
-    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="boilerbench-score")
+    # A thread stuck past the time limit is left to finish alone (module docstring).
+    threads = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="boilerbench-score")]
+    limit = spec.scoring_time_limit_s
     # While that thread runs, each blocking call of the event loop (a socket's send or
     # recv, a SQLite commit) hands it the GIL, and the loop waits up to the switch
     # interval (5 ms by default) to get it back, while the services run out of work.
@@ -527,12 +608,50 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
             timings.add("score", time.perf_counter() - started)
         return scores
 
-    async def scored(ref: PageReference, score: Callable[[], PageScores]) -> PageScores:
-        """Score a page of few tokens right here, a larger one in the worker thread."""
+    async def in_thread(call: Callable[[], Any]) -> Any:
+        """`call` in the scoring thread, within the time limit counted from when it
+        starts (not its wait behind other pages); TimeoutError past it."""
+        while True:
+            thread = threads[0]
+            started: asyncio.Future[None] = loop.create_future()
+
+            def run(started: asyncio.Future[None] = started) -> Any:
+                loop.call_soon_threadsafe(_settle, started)
+                return call()
+
+            future = loop.run_in_executor(thread, run)
+            await asyncio.wait([started, future], return_when=asyncio.FIRST_COMPLETED)
+            if future.cancelled():  # queued in a thread that was given up: again
+                continue
+            try:
+                return await asyncio.wait_for(future, limit)
+            except TimeoutError:
+                if threads[0] is thread:
+                    threads[0] = ThreadPoolExecutor(max_workers=1,
+                                                    thread_name_prefix="boilerbench-score")
+                    thread.shutdown(wait=False, cancel_futures=True)
+                raise
+
+    async def scored(ref: PageReference, score: Callable[[], PageScores]) -> PageScores | None:
+        """Score a page of few tokens right here, a larger one in the worker thread;
+        None past the time limit."""
         if len(ref.page_tokens) <= INLINE_SCORING_TOKENS \
                 and len(ref.gold_tokens) <= INLINE_SCORING_GOLD_TOKENS:
             return timed_score(score)
-        return await loop.run_in_executor(worker, timed_score, score)
+        try:
+            scores: PageScores = await in_thread(functools.partial(timed_score, score))
+        except TimeoutError:
+            return None
+        return scores
+
+    cancel_checked = [time.monotonic()]
+
+    def check_cancelled() -> None:
+        now = time.monotonic()
+        if now - cancel_checked[0] >= CANCEL_CHECK_INTERVAL_S:
+            cancel_checked[0] = now
+            if store.status(run_id) == "cancelled":
+                raise RunCancelledError(f"run {run_id} was cancelled")
 
     def load_and_prepare(dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
         started = time.perf_counter()
@@ -546,6 +665,9 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
                           service: str) -> None:
         base = {"run_id": run_id, "dataset": dataset.name, "page_id": page.id,
                 "service": service}
+        if prepared.unscored:
+            record(PageResult(**base, status="error", error=prepared.reason))
+            return
         if prepared.reason is not None or prepared.ref is None or prepared.html is None:
             record(PageResult(**base, status="skipped", error=prepared.reason))
             return
@@ -571,6 +693,10 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
             record(PageResult(**base, status="error", error=outcome.error, scores=scores))
             return
         scores = await scored(ref, lambda: score_extraction(ref, outcome.text, outcome.blocks))
+        if scores is None:
+            record(PageResult(**base, status="error", elapsed_ms=outcome.extract_ms,
+                              text=outcome.text, error=_scoring_too_slow(limit)))
+            return
         # The service's own figure (its processing, not the queue or the network), so
         # algorithms compare alike over HTTP and in-process; the round trip otherwise.
         elapsed = outcome.extract_ms if outcome.extract_ms is not None else outcome.elapsed_ms
@@ -589,7 +715,13 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
             key = (dataset.name, page_id)
             pending_services[key] = pending_services.get(key, 0) + 1
     async def load_in_worker(dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
-        return await loop.run_in_executor(worker, load_and_prepare, dataset, page_id)
+        try:
+            loaded: tuple[Page, _Prepared] = await in_thread(
+                functools.partial(load_and_prepare, dataset, page_id))
+        except TimeoutError:
+            return (Page(dataset.name, page_id, b"", ""),
+                    _Prepared(None, None, _scoring_too_slow(limit), unscored=True))
+        return loaded
 
     pages = PreparedPages(load_in_worker, pending_services)
 
@@ -598,6 +730,7 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
             if failures:
                 return
             try:
+                check_cancelled()
                 page, prepared = await pages.get(dataset, page_id)
                 if (prepared.reason is not None or prepared.notes) \
                         and (dataset.name, page_id) not in warned:
@@ -626,16 +759,28 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
             await asyncio.gather(*tasks, return_exceptions=True)
         raise
     finally:
-        worker.shutdown(wait=False, cancel_futures=True)
+        threads[0].shutdown(wait=False, cancel_futures=True)
         if own_extractor and extractor is not None:
             await extractor.aclose()
     if failures:
+        if isinstance(failures[0], RunCancelledError):
+            raise failures[0]
         store.set_status(run_id, "failed", f"{type(failures[0]).__name__}: {failures[0]}")
         raise failures[0]
     results = store.results(run_id)
     await asyncio.to_thread(write_run_outputs, store, run_id, Path(spec.output_folder), results)
     store.set_status(run_id, "finished")
     return results
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _scoring_too_slow(limit: float) -> str:
+    return (f"not scored: preparing or scoring the page took longer than the limit of "
+            f"{limit:g} s")
 
 
 def run_output_dir(output_folder: Path, run_id: str) -> Path:

@@ -8,6 +8,11 @@ the `inputs` table, so their runs can resume too.
 
 One connection per Store, shared by the threads of the API server under a lock:
 the writes are small, and SQLite serialises writers anyway.
+
+A store file that is empty or shorter than its own header says is refused with
+StoreError (one line naming the file), never silently started afresh: SQLite
+would take an emptied file for a new database and the runs would vanish without
+a word, and would only notice a cut one at the first read of a missing page.
 """
 
 from __future__ import annotations
@@ -59,6 +64,33 @@ CREATE TABLE IF NOT EXISTS page_results (
 """
 
 UNFINISHED: tuple[RunStatus, ...] = ("pending", "running")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class StoreError(Exception):
+    """The store file is damaged; the message names it and says what to do."""
+
+
+def check_store_file(path: Path) -> None:
+    """Refuse a store file that is empty, not SQLite, or shorter than its header says
+    (the file format's header: page size at byte 16, page count at byte 28, valid
+    when the change counter at 24 equals the version number at 92)."""
+    if not path.exists():
+        return
+    size = path.stat().st_size
+    advice = "restore it from a backup, or move it away to start a new store"
+    if size == 0:
+        raise StoreError(f"the store {path} is empty (0 bytes): its runs are lost; {advice}")
+    with path.open("rb") as handle:
+        header = handle.read(100)
+    if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
+        raise StoreError(f"the store {path} is not an SQLite database; {advice}")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    if header[24:28] == header[92:96] and pages and size < pages * page_size:
+        raise StoreError(f"the store {path} is cut short ({size} of {pages * page_size} "
+                         f"bytes); {advice}")
 
 
 def _now() -> str:
@@ -96,14 +128,20 @@ class Store:
         self.path = Path(path)
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            check_store_file(self.path)
         self._lock = threading.RLock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
                                    timeout=30.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        with self._lock:
-            self._db.executescript(SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            with self._lock:
+                self._db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StoreError(f"the store {self.path} is damaged ({exc}); restore it from a "
+                             "backup, or move it away to start a new store") from None
 
     def close(self) -> None:
         with self._lock:
@@ -171,6 +209,19 @@ class Store:
             return None
         info = _shown(RunInfo.model_validate_json(row[0]))
         return info.model_copy(update={"counts": self.counts(run_id)})
+
+    def status(self, run_id: str) -> RunStatus | None:
+        """A run's status alone (cheap: runs poll it to notice a cancellation)."""
+        with self._lock:
+            row = self._db.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
+        status: RunStatus | None = None if row is None else row[0]
+        return status
+
+    def delete_run(self, run_id: str) -> bool:
+        """Remove a run with its stored inputs and page results; False if there was none."""
+        with self._transaction() as db:
+            cursor = db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            return cursor.rowcount == 1
 
     def spec(self, run_id: str) -> dict[str, Any]:
         with self._lock:

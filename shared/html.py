@@ -134,9 +134,62 @@ class TextBlock:
     link_chars: int
 
 
+class ElementPaths:
+    """XPaths of elements in lxml's getpath form (/html/body/div[2]/p: an index only
+    where the parent has several children of that name), in time linear in the page.
+
+    lxml's getpath counts an element's same-name siblings on every call, so naming
+    every block of a page of n siblings costs n squared steps. Here each parent's
+    children are counted once, and each element's path is its parent's (kept) plus
+    one step."""
+
+    def __init__(self) -> None:
+        self._paths: dict[etree._Element, str] = {}
+        self._steps: dict[etree._Element, str] = {}
+
+    def path(self, element: etree._Element) -> str:
+        missing: list[etree._Element] = []
+        node: etree._Element | None = element
+        while node is not None and node not in self._paths:
+            missing.append(node)
+            node = node.getparent()
+        prefix = "" if node is None else self._paths[node]
+        for item in reversed(missing):
+            prefix = self._paths[item] = prefix + self._step(item)
+        return self._paths[element]
+
+    def _step(self, element: etree._Element) -> str:
+        step = self._steps.get(element)
+        if step is None:
+            parent = element.getparent()
+            if parent is None:  # the root: its siblings are the document's top level
+                tag = element.tag
+                before = sum(1 for e in element.itersiblings(preceding=True) if e.tag == tag)
+                after = sum(1 for e in element.itersiblings() if e.tag == tag)
+                return f"/{element.tag}" + (f"[{before + 1}]" if before + after else "")
+            self._name_children(parent)
+            step = self._steps[element]
+        return step
+
+    def _name_children(self, parent: etree._Element) -> None:
+        """The last step of every element child of `parent`, in one pass over them."""
+        children = [child for child in parent if isinstance(child.tag, str)]
+        totals: dict[str, int] = {}
+        for child in children:
+            totals[child.tag] = totals.get(child.tag, 0) + 1
+        seen: dict[str, int] = {}
+        for child in children:
+            tag = child.tag
+            if totals[tag] == 1:
+                self._steps[child] = f"/{tag}"
+            else:
+                seen[tag] = seen.get(tag, 0) + 1
+                self._steps[child] = f"/{tag}[{seen[tag]}]"
+
+
 def text_blocks(root: etree._Element) -> list[TextBlock]:
     """The visible text blocks of a parsed page in document order (empty ones dropped)."""
-    tree = root.getroottree()
+    paths = ElementPaths()
     blocks: list[TextBlock] = []
     parts: list[str] = []
     link_chars = 0
@@ -148,7 +201,7 @@ def text_blocks(root: etree._Element) -> list[TextBlock]:
         text = normalize_space("".join(parts))
         if text:
             container = containers[-1]
-            blocks.append(TextBlock(text, container, tree.getpath(container),
+            blocks.append(TextBlock(text, container, paths.path(container),
                                     min(link_chars, len(text))))
         parts.clear()
         link_chars = 0

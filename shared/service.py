@@ -77,9 +77,19 @@ def check_token(request: Request, token: str | None) -> None:
 
 
 def check_authorization(given: str, token: str | None) -> None:
-    """Refuse (401) an Authorization header that is not `Bearer <token>`, if a token is set."""
-    if token is not None and not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+    """Refuse (401) an Authorization header that is not `Bearer <token>`, if a token is
+    set. The scheme is case-insensitive (RFC 9110, 11.1); the token is compared in
+    constant time."""
+    if token is None:
+        return
+    scheme, _, credentials = given.strip().partition(" ")
+    if not (scheme.lower() == "bearer"
+            and hmac.compare_digest(credentials.strip().encode(), token.encode())):
         raise ServiceError(401, "unauthorized", "a valid bearer token is required")
+
+
+# Answered without the token: the health check of containers and load balancers.
+OPEN_PATHS = frozenset({"/health"})
 
 
 class ClientGoneError(Exception):
@@ -102,7 +112,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, exc: ServiceError) -> Response:
-        return error_response(exc.status, exc.error, exc.detail)
+        response = error_response(exc.status, exc.error, exc.detail)
+        if exc.status == 413:  # the rest of the body is not read: end the connection
+            response.headers["connection"] = "close"
+        return response
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
@@ -114,16 +127,38 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(422, "invalid_request", str(exc.errors()))
 
 
+async def send_json(send: Send, status: int, body: bytes, close: bool = False) -> None:
+    """A whole JSON reply on the raw ASGI interface (`close`: end the connection after)."""
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class ServiceApp(FastAPI):
-    """FastAPI, with POST /extract answered on the raw ASGI interface (module docstring)."""
+    """FastAPI, with POST /extract answered on the raw ASGI interface (module docstring),
+    and the bearer token (if set) asked for every path but OPEN_PATHS, the schema and
+    its pages (/docs, /openapi.json, /redoc) included."""
 
     fast_extract: Callable[[Scope, Receive, Send], Awaitable[None]] | None = None
+    token: str | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (self.fast_extract is not None and scope["type"] == "http"
-                and scope["method"] == "POST" and scope["path"] == "/extract"):
-            await self.fast_extract(scope, receive, send)
-            return
+        if scope["type"] == "http":
+            if self.token is not None and scope["path"] not in OPEN_PATHS:
+                given = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+                try:
+                    check_authorization(given, self.token)
+                except ServiceError as exc:
+                    await send_json(send, exc.status, orjson.dumps(
+                        {"error": exc.error, "detail": exc.detail}))
+                    return
+            if (self.fast_extract is not None and scope["method"] == "POST"
+                    and scope["path"] == "/extract"):
+                await self.fast_extract(scope, receive, send)
+                return
         await super().__call__(scope, receive, send)
 
 
@@ -158,19 +193,22 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
     install_offline_docs(app)
     app.state.pool = pool
     app.state.settings = settings
+    app.token = settings.token
     install_error_handlers(app)
 
     @app.get("/health")
     async def health() -> Response:
         if pool.ready:
-            return json_response({"status": "ok"})
+            if pool.alive():
+                return json_response({"status": "ok"})
+            return error_response(503, "not_ready", "every extraction worker died; "
+                                                    "replacements are starting")
         if pool.start_error:
             return error_response(503, "not_ready", f"workers failed: {pool.start_error}")
         return error_response(503, "not_ready", "the extraction workers are starting")
 
     @app.get("/info")
-    async def get_info(request: Request) -> Response:
-        check_token(request, settings.token)
+    async def get_info() -> Response:
         return json_response(info)
 
     async def extract_reply(body: bytes, content_type: str, query: dict[str, str],
@@ -182,7 +220,8 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
         if not pool.ready:
             raise ServiceError(503, "not_ready", "the extraction workers are starting")
         try:
-            result = await pool.run(body, content_type, query, settings.time_limit_s)
+            result = await pool.run(body, content_type, query, settings.time_limit_s,
+                                    settings.queue_wait_s)
         except ExtractionTimeoutError as exc:
             raise ServiceError(504, "timeout", str(exc)) from None
         except PoolBusyError as exc:
@@ -192,12 +231,14 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
         # The time this request took the service, less any wait for a free worker, so
         # the figure describes the algorithm and not how busy the service was.
         spent_ms = (time.perf_counter() - started) * 1000 - result.wait_ms
+        if len(result.partial_reply) > settings.max_reply_bytes:
+            raise ServiceError(422, "reply_too_large",
+                               f"the reply passes the limit of {settings.max_reply_bytes} bytes")
         return finish_reply(result.partial_reply, spent_ms)
 
     @app.post("/extract")
     async def extract(request: Request) -> Response:
         started = time.perf_counter()
-        check_token(request, settings.token)
         body = await read_body(request, settings.max_body_bytes)
         reply = await extract_reply(body, request.headers.get("content-type", ""),
                                      dict(request.query_params), started)
@@ -208,8 +249,6 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
         headers: dict[bytes, bytes] = dict(scope["headers"])
         status = 200
         try:
-            check_authorization(headers.get(b"authorization", b"").decode("latin-1"),
-                                settings.token)
             declared = headers.get(b"content-length")
             body = await read_limited(asgi_body_chunks(receive),
                                       declared.decode("latin-1") if declared else None,
@@ -226,10 +265,8 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
             log.exception("/extract failed")
             status = 500
             reply = orjson.dumps({"error": "internal_error", "detail": f"{type(exc).__name__}"})
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(reply)).encode())]})
-        await send({"type": "http.response.body", "body": reply})
+        # A 413 leaves the rest of the body unread: the connection ends after it.
+        await send_json(send, status, reply, close=status == 413)
 
     app.fast_extract = fast_extract
     return app

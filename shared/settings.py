@@ -14,6 +14,11 @@ class ServiceSettings(BaseSettings):
     max_body_bytes: int = Field(10 * 1024 * 1024, ge=1, description="Larger bodies get 413.")
     time_limit_s: float = Field(10.0, gt=0, description="Longer extractions get 504.")
     workers: int = Field(1, ge=1, le=64, description="Extraction worker processes.")
+    queue_wait_s: float = Field(
+        30.0, gt=0, description="Longest wait for a free worker; then 503 busy.")
+    max_reply_bytes: int = Field(
+        64 * 1024 * 1024, ge=1, description="Larger replies are refused (422 reply_too_large).")
+
     token: str | None = Field(None, description="If set, every request needs this bearer token.")
     allow_fetch: bool = Field(False, description="May the service fetch URLs (rss feeds)?")
     fetch_allow_list: list[str] = Field(
@@ -25,3 +30,20 @@ class ServiceSettings(BaseSettings):
     def _empty_token_means_none(cls, value: str | None) -> str | None:
         """BOILERBENCH_TOKEN= (set but empty, as compose files often leave it) disables auth."""
         return value or None
+
+
+class HttpLimits(BaseSettings):
+    """Limits of the HTTP server (shared/serving.py) against slow and oversized clients,
+    read from the environment: BOILERBENCH_ for services, BOILERBENCH_API_ for the API
+    (`HttpLimits(_env_prefix=...)`)."""
+
+    model_config = SettingsConfigDict(env_prefix="BOILERBENCH_", extra="ignore")
+
+    max_header_bytes: int = Field(
+        64 * 1024, ge=1024, description="A request head (line and headers) over this gets 431.")
+    request_timeout_s: float = Field(
+        30.0, gt=0, description="A request must arrive whole (head and body) within this; "
+                                "else its connection is closed (408 while in the head).")
+    max_connections: int = Field(
+        1000, ge=1, description="Open connections at most; a new one past it closes the "
+                                "oldest connection whose request is still incomplete.")

@@ -7,7 +7,14 @@ __main__ module is inherited); a request goes to an idle worker over a socket
 pair, and when the time limit passes the worker is killed with SIGKILL and
 replaced. The pool serves the next request as soon as the replacement has
 imported its extractor. A worker that dies on its own (a crash in native code,
-memory exhaustion) is replaced the same way.
+memory exhaustion) is replaced the same way, also when it dies while idle: it is
+found dead before it gets work (or by `alive()`, which /health asks), and a
+request whose worker turns out dead before it took the page (the send fails) goes
+to another worker instead of failing.
+
+The time limit counts the extraction only: the wait for a free worker has its own
+limit (`wait_s`), after which the request is refused as busy (PoolBusyError),
+which says nothing about the page.
 
 A worker answers whole /extract requests (shared/answer.py): it gets the request
 body's bytes as they arrived and sends back the reply's bytes, each as one frame
@@ -116,6 +123,21 @@ def _worker_main(sock: socket.socket, module: str) -> None:
 class _Worker:
     process: subprocess.Popen[bytes]
     sock: socket.socket
+    retired: bool = False
+    """Being replaced: never handed work again."""
+    busy: bool = False
+    """Handed a request (out of the idle queue)."""
+
+    def dead(self) -> bool:
+        """Has the process exited (its end of the socket then reads as closed)?"""
+        if self.process.poll() is not None:
+            return True
+        try:
+            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
 
 
 @dataclass(frozen=True)
@@ -199,6 +221,44 @@ class WorkerPool:
         except (EOFError, OSError) as exc:
             raise ConnectionError("the worker process died") from exc
 
+    def alive(self) -> int:
+        """Workers alive now; dead idle ones are put to be replaced."""
+        count = 0
+        for worker in list(self._workers):
+            if worker.retired:
+                continue
+            if worker.dead():
+                if not worker.busy:  # a busy one's request finds out and replaces it
+                    self._retire(worker)
+            else:
+                count += 1
+        return count
+
+    def _retire(self, worker: _Worker) -> None:
+        """Replace a worker in the background (once)."""
+        if not worker.retired:
+            worker.retired = True
+            asyncio.get_running_loop().create_task(self._replace(worker))
+
+    async def _take(self, wait_s: float) -> tuple[_Worker, float]:
+        """A live idle worker and the time waited for it (ms), else PoolBusyError."""
+        started = time.monotonic()
+        deadline = started + wait_s
+        while True:
+            try:
+                worker = await asyncio.wait_for(self._idle.get(),
+                                                max(deadline - time.monotonic(), 0.0))
+            except TimeoutError:
+                raise PoolBusyError(
+                    f"no extraction worker was free within {wait_s:g} s") from None
+            if worker.retired:
+                continue
+            if worker.dead():
+                self._retire(worker)
+                continue
+            worker.busy = True
+            return worker, (time.monotonic() - started) * 1000
+
     def _kill(self, worker: _Worker) -> None:
         self._workers.discard(worker)
         with contextlib.suppress(Exception):
@@ -220,36 +280,44 @@ class WorkerPool:
                 delay = min(delay * 2, 10.0)
 
     async def run(self, body: bytes, content_type: str, query: dict[str, str],
-                  timeout: float) -> WorkerResult:
+                  timeout: float, wait_s: float | None = None) -> WorkerResult:
         """Answer one /extract request (its body, Content-Type and query parameters) in
-        a worker. Raises ServiceError for an error reply (the request or the page was
-        refused, the extractor failed), ExtractionTimeoutError, ExtractionFailedError
-        (the worker died) or PoolBusyError."""
-        deadline = time.monotonic() + timeout
+        a worker, within `timeout` seconds of extraction after at most `wait_s` (default
+        `timeout`) for a free worker. Raises ServiceError for an error reply (the
+        request or the page was refused, the extractor failed), ExtractionTimeoutError,
+        ExtractionFailedError (the worker died on the page) or PoolBusyError."""
+        waited_ms = 0.0
+        for _ in range(self.size + 1):  # each try finds one more dead worker at most
+            worker, wait_ms = await self._take(timeout if wait_s is None else wait_s)
+            waited_ms += wait_ms
+            try:
+                send_frame(worker.sock, (content_type, query), body)
+            except OSError:
+                self._retire(worker)  # died before it had the page: not the page's fault
+                continue
+            break
+        else:
+            raise ExtractionFailedError("the extraction workers keep dying before they "
+                                        "get a page")
         try:
-            worker = await asyncio.wait_for(self._idle.get(), timeout)
+            meta, reply = await self._receive(worker, timeout)
         except TimeoutError:
-            raise PoolBusyError(f"no extraction worker was free within {timeout:g} s") from None
-        wait_ms = (time.monotonic() - deadline + timeout) * 1000
-        try:
-            send_frame(worker.sock, (content_type, query), body)
-            meta, reply = await self._receive(worker, max(deadline - time.monotonic(), 0.001))
-        except TimeoutError:
-            asyncio.get_running_loop().create_task(self._replace(worker))
+            self._retire(worker)
             raise ExtractionTimeoutError(
                 f"the extraction took longer than the time limit of {timeout:g} s"
             ) from None
         except (ConnectionError, OSError) as exc:
-            asyncio.get_running_loop().create_task(self._replace(worker))
+            self._retire(worker)
             raise ExtractionFailedError("the extraction worker died on this page") from exc
         except BaseException:
             # Cancelled (client gone) while the worker is busy: replace it, since
             # its late answer would otherwise be read as the next request's.
-            asyncio.get_running_loop().create_task(self._replace(worker))
+            self._retire(worker)
             raise
+        worker.busy = False
         self._idle.put_nowait(worker)
         if meta[0] == "ok":
-            return WorkerResult(reply, meta[1], wait_ms)
+            return WorkerResult(reply, meta[1], waited_ms)
         _, status, error, detail = meta
         raise ServiceError(status, error, detail)
 

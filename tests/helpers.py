@@ -9,7 +9,9 @@ orchestrator's figures against a separate computation.
 from __future__ import annotations
 
 import io
+import struct
 import tarfile
+import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -117,3 +119,39 @@ def tar_bytes(members: Sequence[tarfile.TarInfo | tuple[str, bytes]], mode: str 
                 info.size = len(member[1])
                 archive.addfile(info, io.BytesIO(member[1]))
     return buffer.getvalue()
+
+
+def overlapping_zip(entries: int, kernel: bytes, prefix: str = "set/html/p") -> bytes:
+    """A zip of `entries` stored (uncompressed) members whose data overlap: member i's
+    data are the local headers of members i+1... and then `kernel`, so each member is
+    valid (its CRC and sizes agree, its ratio is 1) but the archive unpacks to about
+    `entries` times its own size (D. Fifield, "A better zip bomb", WOOT 2019, without
+    the deflate quoting). Every member is an HTML page of a test set with one gold file."""
+    names = [f"{prefix}{i:06d}.html".encode() for i in range(entries)]
+    data = kernel
+    headers: list[bytes] = []
+    crcs: list[tuple[int, int]] = []
+    for name in reversed(names):  # each member's data hold the following headers
+        crc = zlib.crc32(data)
+        header = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, 0, 0, 0, crc,
+                             len(data), len(data), len(name), 0) + name
+        headers.insert(0, header)
+        crcs.insert(0, (crc, len(data)))
+        data = header + data
+    gold_name = prefix.rsplit("/", 2)[0].encode() + b"/content/p000000.txt"
+    gold = b"the gold text"
+    gold_header = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, 0, 0, 0,
+                              zlib.crc32(gold), len(gold), len(gold), len(gold_name), 0)
+    body = data + gold_header + gold_name + gold
+    central = b""
+    offset = 0
+    for name, header, (crc, size) in zip(names, headers, crcs, strict=True):
+        central += struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, crc,
+                               size, size, len(name), 0, 0, 0, 0, 0, offset) + name
+        offset += len(header)
+    central += struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0, 0, 0, 0,
+                           zlib.crc32(gold), len(gold), len(gold), len(gold_name), 0, 0, 0,
+                           0, 0, len(data)) + gold_name
+    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, entries + 1, entries + 1,
+                      len(central), len(body), 0)
+    return body + central + end

@@ -1,8 +1,8 @@
 """An extractor that misbehaves on request, for the worker pool's tests (test_workers.py).
 
 The page's text says what to do: `refuse` (PageError), `raise` (a bug), `die` (the
-process ends as a crash in native code would), `hang`; any other page is returned
-as one content block.
+process ends as a crash in native code would), `hang`, `slow` (a second's work);
+any other page is returned as one content block. `tests.misbehaving_app` serves it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ def extract(html: str, options: MisbehavingOptions, url: str | None = None) -> E
         os._exit(3)
     if "hang" in html:
         time.sleep(60)
+    if "slow" in html:
+        time.sleep(1.0)
     return Extraction([Block(text=html, is_content=True, label=options.label, path=url)])
 
 

@@ -4,6 +4,11 @@ http.server handler, each in a thread; or services as processes (LocalStack)."""
 from __future__ import annotations
 
 import http.server
+import os
+import resource
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -13,9 +18,10 @@ from typing import Any
 import httpx
 import uvicorn
 
-from orchestrator.launcher import LocalStack, free_port
+from orchestrator.launcher import LocalStack, free_port, wait_healthy
 
-__all__ = ["free_port", "local_stack", "serve_app", "serve_http"]
+__all__ = ["free_port", "local_stack", "serve_app", "serve_http", "serve_process"]
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @contextmanager
@@ -76,3 +82,37 @@ def local_stack(names: Sequence[str], timeout: float = 180.0) -> Iterator[LocalS
         yield stack
     finally:
         stack.stop()
+
+
+@contextmanager
+def serve_process(app_path: str, env: dict[str, str] | None = None, *extra: str,
+                  timeout: float = 120.0, server: str = "shared.serving",
+                  open_files: int | None = None
+                  ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`python -m shared.serving app_path` (as services are deployed; `server="uvicorn"`
+    for plain uvicorn) on a free port, with `env` added to the environment (and an
+    open-file limit of `open_files`, soft and hard), until the block ends; yield its
+    URL and process."""
+    port = free_port()
+
+    def limit_files() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", server, app_path, "--port", str(port),
+         "--log-level", "warning", "--no-access-log", *extra],
+        env={**os.environ, **(env or {})}, cwd=REPO, stdin=subprocess.DEVNULL,
+        start_new_session=True, preexec_fn=limit_files)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, timeout, process)
+        yield url, process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=5)

@@ -446,8 +446,8 @@ BREAKAGES: dict[str, tuple[Callable[[Path], None], str]] = {
                                "ARG EXTRAS=justext"),
                     "installs extras 'justext', not 'readability'"),
     "shell-form CMD": (_edit_file("services/bte/Dockerfile",
-                                  'CMD ["uvicorn", "services.bte.app:app", "--host", "0.0.0.0", '
-                                  '"--port", "8003"]',
+                                  'CMD ["python", "-m", "shared.serving", "services.bte.app:app", '
+                                  '"--host", "0.0.0.0", "--port", "8003"]',
                                   "CMD uvicorn services.bte.app:app --port 8003"),
                        "services/bte/Dockerfile: CMD is missing or not in exec form"),
     "code copied before the dependencies": (

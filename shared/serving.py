@@ -1,0 +1,192 @@
+"""Serving an ASGI app under uvicorn with limits no client can get past.
+
+    python -m shared.serving services.bte.app:app --host 0.0.0.0 --port 8003
+
+uvicorn's httptools protocol puts no bound on a request head and waits forever
+for a request that trickles in (its keep-alive timer only runs between requests),
+so a few slow clients hold the server's sockets until the open-file limit is
+reached (the "slowloris" attack). GuardedProtocol adds, per connection:
+
+- a head (request line and headers) over `max_header_bytes` gets 431 and the
+  connection is closed (RFC 6585, 5);
+- a request must arrive whole (head and body) within `request_timeout_s` of its
+  first byte (of the connection, for the first request): else 408 if the head is
+  incomplete, and the connection is closed;
+- at most `max_connections` connections: one more closes the oldest connection
+  whose request is still incomplete (slow clients go first, complete requests are
+  never cut), or, when every connection has a complete request in hand, is itself
+  answered 503 and closed.
+
+The process's open-file limit is raised to its hard limit, and the connection cap
+kept below it, so accepting never fails for lack of descriptors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from shared.settings import HttpLimits
+
+# Descriptors kept free of client connections: worker sockets, log files, SQLite.
+RESERVED_FILES = 64
+
+
+def raise_open_file_limit() -> int:
+    """Raise the soft open-file limit to the hard one; returns the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+def _reply(status: bytes, detail: bytes) -> bytes:
+    """A whole HTTP/1.1 JSON error reply that ends the connection."""
+    body = b'{"error":"%s","detail":"%s"}' % (status.split(b" ", 1)[1].lower().replace(
+        b" ", b"_"), detail)
+    return (b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s" % (status, len(body), body))
+
+
+def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol with the limits of the module docstring."""
+    max_connections = min(limits.max_connections,
+                          max(raise_open_file_limit() - RESERVED_FILES, 1))
+
+    class GuardedProtocol(HttpToolsProtocol):
+        _opened = 0.0
+        _head_bytes = 0
+        _head_done = False
+        _incomplete = True
+        _refused = False
+        _timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._opened = self.loop.time()
+            self._arm()
+            if len(self.connections) > max_connections:
+                self._make_room()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._head_done or self.transport.is_closing():
+                return
+            self._head_bytes += len(data)
+            if self._head_bytes > limits.max_header_bytes:
+                self._refuse_head()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._head_bytes = 0
+            self._head_done = False
+            self._incomplete = True
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._head_done = True
+            # A head that came whole in one read is measured here.
+            size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
+            if size > limits.max_header_bytes:
+                self._refuse_head()
+                return
+            super().on_headers_complete()
+
+        def on_body(self, body: bytes) -> None:
+            if not self._refused:
+                super().on_body(body)
+
+        def on_message_complete(self) -> None:
+            if self._refused:
+                return
+            super().on_message_complete()
+            self._incomplete = False
+            self._disarm()
+
+        def _refuse_head(self) -> None:
+            self._refuse(b"431 Request Header Fields Too Large",
+                         b"the request head passes the limit of %d bytes"
+                         % limits.max_header_bytes)
+
+        def _arm(self) -> None:
+            if self._timer is None:
+                self._timer = self.loop.call_later(limits.request_timeout_s, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        def _too_slow(self) -> None:
+            self._timer = None
+            if not self._incomplete or self.transport.is_closing():
+                return
+            if self._head_done:  # the app is reading the body: it sees a disconnect
+                self.transport.close()
+            else:
+                self._refuse(b"408 Request Timeout", b"the request did not arrive within "
+                             b"%g s" % limits.request_timeout_s)
+
+        def _refuse(self, status: bytes, detail: bytes) -> None:
+            self._refused = True
+            self._disarm()
+            self.transport.write(_reply(status, detail))
+            self.transport.close()
+
+        def _make_room(self) -> None:
+            """Close the oldest connection whose request is incomplete, else this one."""
+            oldest: GuardedProtocol | None = None
+            for other in self.connections:
+                if (other is not self and isinstance(other, GuardedProtocol)
+                        and other._incomplete and not other.transport.is_closing()
+                        and (oldest is None or other._opened < oldest._opened)):
+                    oldest = other
+            if oldest is not None:
+                oldest.transport.close()
+            else:
+                self._refuse(b"503 Service Unavailable", b"too many connections")
+
+    return GuardedProtocol
+
+
+def serve(app: Any, host: str, port: int, limits: HttpLimits | None = None,
+          factory: bool = False, log_level: str = "warning", access_log: bool = True) -> None:
+    """Run `app` (an ASGI app or its import path) until stopped, with the limits."""
+    config = uvicorn.Config(app, host=host, port=port, factory=factory,
+                            http=guarded_protocol(limits or HttpLimits()),
+                            log_level=log_level, access_log=access_log)
+    uvicorn.Server(config).run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m shared.serving", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("app", help="module:attribute of the ASGI app")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--factory", action="store_true", help="the attribute makes the app")
+    parser.add_argument("--env-prefix", default="BOILERBENCH_",
+                        help="prefix of the limits' environment variables")
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--no-access-log", action="store_true")
+    args = parser.parse_args(argv)
+    serve(args.app, args.host, args.port, HttpLimits(_env_prefix=args.env_prefix),
+          factory=args.factory, log_level=args.log_level, access_log=not args.no_access_log)
+
+
+if __name__ == "__main__":
+    main()

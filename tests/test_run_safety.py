@@ -1,0 +1,402 @@
+"""Runs that no page, upload, crowd or damaged file can jam, flood or fool.
+
+- preparing a page for scoring is linear in its size, and bounded by a time limit
+  per page, past which the page is an unscored error with the reason;
+- runs can be cancelled (DELETE /runs/{id}, `boilerbench runs cancel`), from another
+  process too, and are not resumed;
+- runs beyond a limit wait, and past a queue limit POST /runs gets 429 Retry-After;
+- a service that answers 503 busy is asked again, never recorded as failing;
+- uploads: overlapping zip entries and archives past the real unpacked limit are
+  refused; pages are unpacked into a folder of the run (not the store) and deleted
+  with it; a tar with a non-UTF-8 file name is accepted;
+- every file of a folder test set must resolve under the allowed roots;
+- a service named twice runs once; pages.csv cells are neutralised; a damaged store
+  is named in one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import sqlite3
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from typer.testing import CliRunner
+
+from orchestrator.api import ApiSettings, create_app
+from orchestrator.cli import app as cli_app
+from orchestrator.config import RunConfig
+from orchestrator.datasets import Page as DatasetPage
+from orchestrator.datasets import in_memory
+from orchestrator.models import PageResult, RunInfo
+from orchestrator.report import write_outputs
+from orchestrator.runner import (
+    Outcome,
+    RunCancelledError,
+    RunSpec,
+    create_run,
+    execute_run,
+)
+from orchestrator.store import Store, StoreError
+from shared.html import parse_html, text_blocks
+from tests.helpers import overlapping_zip, tar_bytes
+from tests.servers import serve_app
+
+REPO = Path(__file__).resolve().parent.parent
+PAGE = ("<html><body><h1>Harbour news</h1><p>The harbour bridge opened again today.</p>"
+        "</body></html>")
+GOLD = "The harbour bridge opened again today."
+AUTH = {"authorization": "Bearer api-token"}
+
+
+class InstantExtractor:
+    """An extractor double: every page's text comes back at once (or after `delay`)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+
+    async def start(self) -> None:
+        return None
+
+    async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome:
+        await asyncio.sleep(self.delay)
+        return Outcome(text=GOLD, elapsed_ms=1.0, extract_ms=1.0)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _pages(count: int, html: str = PAGE) -> list[DatasetPage]:
+    return [DatasetPage("set", f"p{i:03d}", html, GOLD) for i in range(count)]
+
+
+# ---------------------------------------------------------------- scoring: linear, limited
+
+def test_block_paths_match_lxml_and_take_linear_work() -> None:
+    html = "<html><body>" + "<div><p>a</p><p>b</p><span>c</span></div>" * 3 + "</body></html>"
+    root = parse_html(html)
+    tree = root.getroottree()
+    assert [b.path for b in text_blocks(root)] == [
+        tree.getpath(b.element) for b in text_blocks(root)]
+    # 300,000 sibling paragraphs: lxml's getpath per block needs far more than the
+    # minute of CPU given here (its cost grows faster than the square of the count).
+    script = ("import resource; resource.setrlimit(resource.RLIMIT_CPU, (60, 60));"
+              "from orchestrator.scoring import prepare_page;"
+              "ref = prepare_page('<html><body>' + '<p>a b</p>' * 300000, 'a b');"
+              "print(len(ref.page_tokens))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.strip() == "600000"
+
+
+def test_a_page_past_the_scoring_time_limit_is_an_unscored_error(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    huge = "<html><body>" + "<p>word another</p>" * 300_000 + "</body></html>"
+    pages = [DatasetPage("set", "huge", huge, GOLD), *_pages(2)]
+    spec = RunSpec(datasets=[], services=["justext"], scoring_time_limit_s=0.3,
+                   output_folder=str(tmp_path / "out"))
+    run_id = create_run(store, spec, memory=[in_memory("set", pages)])
+    results = {r.page_id: r for r in asyncio.run(
+        execute_run(store, run_id, extractor=InstantExtractor()))}
+    assert results["huge"].status == "error"
+    assert results["huge"].scores is None
+    assert "not scored" in (results["huge"].error or "")
+    assert "0.3 s" in (results["huge"].error or "")
+    assert results["p000"].status == "ok"
+    assert results["p000"].scores is not None
+    assert store.status(run_id) == "finished"
+    store.close()
+
+
+# ---------------------------------------------------------------- cancelling runs
+
+def test_a_run_cancelled_in_the_store_stops_and_is_not_resumed(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    spec = RunSpec(datasets=[], services=["justext"], concurrency=1,
+                   output_folder=str(tmp_path / "out"))
+    run_id = create_run(store, spec, memory=[in_memory("set", _pages(40))])
+
+    async def go() -> None:
+        task = asyncio.create_task(execute_run(store, run_id, extractor=InstantExtractor(0.1)))
+        while store.counts(run_id)["done"] < 3:
+            await asyncio.sleep(0.05)
+        # What `boilerbench runs cancel` does, from another process.
+        other = Store(tmp_path / "store.sqlite")
+        other.set_status(run_id, "cancelled")
+        other.close()
+        with pytest.raises(RunCancelledError):
+            await asyncio.wait_for(task, 30)
+
+    asyncio.run(go())
+    assert store.status(run_id) == "cancelled"
+    assert store.counts(run_id)["done"] < 40
+    assert run_id not in {info.id for info in store.unfinished_runs()}
+    store.close()
+
+
+def test_runs_cancel_command(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    run_id = create_run(store, RunSpec(datasets=[], services=["justext"],
+                                              output_folder=str(tmp_path / "out")),
+                        memory=[in_memory("set", _pages(1))])
+    store.close()
+    runner = CliRunner()
+    done = runner.invoke(cli_app, ["runs", "cancel", run_id, "--store", str(path)])
+    assert done.exit_code == 0, done.output
+    assert Store(path).status(run_id) == "cancelled"
+    again = runner.invoke(cli_app, ["runs", "cancel", run_id, "--store", str(path)])
+    assert again.exit_code == 1
+    assert "already cancelled" in again.output
+
+
+# ---------------------------------------------------------------- the API under load
+
+def _slow_service(delay: float) -> FastAPI:
+    """A stand-in service that answers every page after `delay` seconds."""
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/extract")
+    async def extract() -> dict[str, Any]:
+        await asyncio.sleep(delay)
+        return {"text": GOLD, "blocks": [], "algorithm": "justext", "version": "1",
+                "elapsed_ms": 1.0}
+
+    return app
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
+    """The orchestrator (one run at a time, one waiting) before a slow stand-in service,
+    with one allowed root; yields its URL, the root and the uploads folder."""
+    root = tmp_path / "allowed"
+    (root / "set" / "html").mkdir(parents=True)
+    (root / "set" / "content").mkdir(parents=True)
+    (root / "set" / "html" / "p1.html").write_text(PAGE)
+    (root / "set" / "content" / "p1.txt").write_text(GOLD)
+    uploads = tmp_path / "uploads"
+    with serve_app(_slow_service(1.0)) as service_url:
+        settings = ApiSettings(token="api-token", allowed_roots=[root], resume=False,
+                               max_running_runs=1, max_queued_runs=1, uploads=uploads,
+                               max_unpacked_bytes=2_000_000)
+        config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out",
+                           services=["justext"], urls={"justext": service_url}, retries=0,
+                           timeout_s=30)
+        with serve_app(create_app(settings, config)) as url:
+            yield url, root, uploads
+
+
+def _inline_run(url: str, pages: int = 1, **extra: Any) -> httpx.Response:
+    body = {"pages": {"name": "inline", "pages": [
+        {"id": f"p{i}", "html": PAGE, "gold": GOLD} for i in range(pages)]}, **extra}
+    return httpx.post(f"{url}/runs", json=body, headers=AUTH, timeout=30)
+
+
+def _wait_status(url: str, run_id: str, wanted: str, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        info: dict[str, Any] = httpx.get(f"{url}/runs/{run_id}", headers=AUTH).json()
+        if info["status"] == wanted or time.monotonic() > deadline:
+            return info
+        time.sleep(0.1)
+
+
+def test_runs_past_the_limits_queue_then_get_429(api: tuple[str, Path, Path]) -> None:
+    url, _, _ = api
+    first = _inline_run(url, pages=20)
+    second = _inline_run(url)
+    third = _inline_run(url)
+    assert (first.status_code, second.status_code) == (202, 202)
+    assert third.status_code == 429, third.text
+    assert third.json()["error"] == "too_many_runs"
+    assert int(third.headers["retry-after"]) > 0
+    first_id, second_id = first.json()["id"], second.json()["id"]
+    assert _wait_status(url, first_id, "running")["status"] == "running"
+    assert httpx.get(f"{url}/runs/{second_id}", headers=AUTH).json()["status"] == "pending"
+    health = httpx.get(f"{url}/health").json()
+    assert (health["running"], health["queued"]) == (1, 1)
+    # Cancelling the running run lets the waiting one start, and it finishes cleanly.
+    deleted = httpx.delete(f"{url}/runs/{first_id}", headers=AUTH)
+    assert deleted.status_code == 200
+    assert deleted.json()["status"] == "cancelled"
+    assert httpx.get(f"{url}/runs/{first_id}", headers=AUTH).status_code == 404
+    finished = _wait_status(url, second_id, "finished")
+    assert finished["counts"]["ok"] == 1
+    assert finished["counts"]["error"] == 0
+
+
+def test_a_busy_service_is_asked_again_not_recorded_as_failing(tmp_path: Path) -> None:
+    calls = {"n": 0}
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/extract")
+    async def extract(request: Request) -> Response:
+        calls["n"] += 1
+        if calls["n"] <= 3:
+            return Response(b'{"error":"busy","detail":"no worker free"}', status_code=503,
+                            media_type="application/json")
+        return Response(b'{"text":"%s","blocks":[],"algorithm":"justext","version":"1",'
+                        b'"elapsed_ms":1.0}' % GOLD.encode(), media_type="application/json")
+
+    store = Store(tmp_path / "store.sqlite")
+    with serve_app(app) as url:
+        spec = RunSpec(datasets=[], services=["justext"], urls={"justext": url}, retries=0,
+                       output_folder=str(tmp_path / "out"),
+                       backoff_s=0.05, concurrency=1)
+        run_id = create_run(store, spec, memory=[in_memory("set", _pages(2))])
+        results = asyncio.run(execute_run(store, run_id))
+    assert [r.status for r in results] == ["ok", "ok"], [r.error for r in results]
+    assert calls["n"] == 5
+    store.close()
+
+
+# ---------------------------------------------------------------- uploads
+
+def _upload(url: str, data: bytes, name: str = "upload.zip") -> httpx.Response:
+    return httpx.post(f"{url}/runs", headers=AUTH, timeout=60,
+                      files={"archive": (name, data, "application/octet-stream")})
+
+
+def test_an_overlapping_zip_is_refused(api: tuple[str, Path, Path]) -> None:
+    url, _, uploads = api
+    reply = _upload(url, overlapping_zip(300, b"<p>" + b"x" * 20_000 + b"</p>"))
+    assert reply.status_code == 422, reply.text
+    assert "overlaps" in reply.json()["detail"]
+    assert not any(uploads.iterdir()) if uploads.exists() else True
+
+
+def test_the_real_unpacked_size_is_limited(api: tuple[str, Path, Path]) -> None:
+    url, _, uploads = api
+    pages = {f"set/html/p{i}.html": bytes(range(256)) * 400 for i in range(30)}  # 3 MB
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in pages.items():
+            archive.writestr(name, data)
+        archive.writestr("set/content/p0.txt", GOLD)
+    reply = _upload(url, buffer.getvalue())
+    assert reply.status_code == 422, reply.text
+    assert "unpacks to more than 2000000 bytes" in reply.json()["detail"]
+    assert not any(uploads.iterdir()) if uploads.exists() else True
+
+
+def test_an_upload_lives_in_its_folder_and_is_deleted_with_its_run(
+        api: tuple[str, Path, Path], tmp_path: Path) -> None:
+    url, _, uploads = api
+    data = tar_bytes([("set/html/p1.html", PAGE.encode()), ("set/content/p1.txt", GOLD.encode()),
+                      ("set/html/caf\udce9.html", PAGE.encode())])  # a Latin-1 file name
+    reply = _upload(url, data, "upload.tar.gz")
+    assert reply.status_code == 202, reply.text
+    run_id = reply.json()["id"]
+    info = _wait_status(url, run_id, "finished")
+    assert info["counts"]["ok"] == 1, info
+    assert any("caf\ufffd.html" in w for w in info["warnings"]), info["warnings"]
+    assert (uploads / run_id / "set" / "html" / "p1.html").read_text() == PAGE
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM inputs").fetchone() == (0,)
+    assert (tmp_path / "out" / run_id / "report.html").is_file()
+    assert httpx.delete(f"{url}/runs/{run_id}", headers=AUTH).status_code == 200
+    assert not (uploads / run_id).exists()
+    assert not (tmp_path / "out" / run_id).exists()
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM page_results").fetchone() == (0,)
+    assert httpx.delete(f"{url}/runs/{run_id}", headers=AUTH).status_code == 404
+
+
+# ---------------------------------------------------------------- reads stay under the roots
+
+def test_linked_folders_inside_a_root_read_nothing_outside(
+        api: tuple[str, Path, Path], tmp_path: Path) -> None:
+    url, root, _ = api
+    outside = tmp_path / "outside"
+    (outside / "html").mkdir(parents=True)
+    (outside / "content").mkdir(parents=True)
+    (outside / "html" / "secret.html").write_text("<p>outside secret text</p>")
+    (outside / "content" / "secret.txt").write_text("outside secret text")
+    linked = root / "linked"
+    linked.mkdir()
+    (linked / "html").symlink_to(outside / "html", target_is_directory=True)
+    (linked / "content").symlink_to(outside / "content", target_is_directory=True)
+    (root / "set" / "html" / "p2.html").symlink_to(outside / "html" / "secret.html")
+    (root / "set" / "content" / "p2.txt").write_text("gold")
+    reply = httpx.post(f"{url}/runs", json={"dataset": ["linked", "set"]}, headers=AUTH)
+    assert reply.status_code == 202, reply.text
+    run_id = reply.json()["id"]
+    info = _wait_status(url, run_id, "finished")
+    results = httpx.get(f"{url}/runs/{run_id}/results", headers=AUTH).json()
+    assert info["counts"]["total"] == 1  # set/p1 only
+    assert sum("lies outside the allowed folders" in w for w in results["warnings"]) == 3
+    report = httpx.get(f"{url}/runs/{run_id}/report", headers=AUTH).text
+    assert "secret" not in report
+
+
+# ---------------------------------------------------------------- smaller defects
+
+def test_a_service_named_twice_runs_once(tmp_path: Path) -> None:
+    spec = RunSpec(datasets=[], services=["bte", "bte", "justext", "bte"],
+                   output_folder=str(tmp_path / "out"))
+    assert spec.services == ["bte", "justext"]
+    store = Store(tmp_path / "store.sqlite")
+    run_id = create_run(store, spec, memory=[in_memory("set", _pages(3))])
+    results = asyncio.run(execute_run(store, run_id, extractor=InstantExtractor()))
+    assert len(results) == store.counts(run_id)["total"] == 6
+    store.close()
+
+
+def test_pages_csv_cells_are_not_formulas(tmp_path: Path) -> None:
+    ids = ["=HYPERLINK(\"http://evil\",\"x\")", "@SUM(1+1)", "+cmd", "-2+3", "plain"]
+    results = [PageResult(run_id="r", dataset="set", page_id=page_id, service="bte",
+                          status="error", error="=1+1") for page_id in ids]
+    write_outputs(tmp_path, RunInfo(id="r"), results)
+    with (tmp_path / "pages.csv").open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted(row["page_id"] for row in rows) == sorted(
+        ["'" + i if i[0] in "=@+-" else i for i in ids])
+    assert {row["error"] for row in rows} == {"'=1+1"}
+
+
+def test_a_damaged_store_is_named_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    for i in range(200):
+        store.create_run(RunInfo(id=f"r{i}"), {"total": 0, "padding": "x" * 2000}, [])
+    store.close()
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(StoreError, match=f"the store {path} is cut short"):
+        Store(path)
+    path.write_bytes(b"")
+    with pytest.raises(StoreError, match=f"the store {path} is empty"):
+        Store(path)
+    done = CliRunner().invoke(cli_app, ["runs", "list", "--store", str(path)])
+    assert done.exit_code == 2
+    assert done.output.strip().count("\n") <= 1
+    assert str(path) in done.output.replace("\n", "")
+    assert "Traceback" not in done.output
+    assert path.stat().st_size == 0  # never silently started afresh
+
+
+def test_a_store_of_another_format_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    path.write_bytes(b"not a database at all" * 10)
+    with pytest.raises(StoreError, match="is not an SQLite database"):
+        Store(path)
