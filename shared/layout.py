@@ -107,6 +107,10 @@ class BrowserUnavailableError(RuntimeError):
     """No browser can be started here (no executable, or Playwright missing)."""
 
 
+class LayoutFailedError(RuntimeError):
+    """The browser could not lay the page out (its time ran out, it crashed)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Box:
     """An element as drawn: its box in page coordinates (CSS pixels), whether it is
@@ -186,16 +190,26 @@ class Renderer:
             handle_sigint=False, handle_sigterm=False, handle_sighup=False)
         return self._browser
 
+    def start(self) -> None:
+        """Start the browser now rather than on the first page."""
+        with self._lock:
+            self._ensure_browser()
+
     def render(self, html: str, javascript: bool = False, timeout_s: float = 30.0) -> Layout:
         """Lay `html` out and measure every element (see the module docstring). A
         browser found dead is replaced; one that dies during the page, once more."""
+        from playwright.sync_api import Error
+
         with self._lock:
             try:
                 return self._render(html, javascript, timeout_s)
-            except Exception:
+            except Error as exc:
                 if self._browser is None or self._browser.is_connected():
-                    raise
-            return self._render(html, javascript, timeout_s)
+                    raise LayoutFailedError(exc.message.splitlines()[0]) from None
+            try:
+                return self._render(html, javascript, timeout_s)
+            except Error as exc:
+                raise LayoutFailedError(exc.message.splitlines()[0]) from None
 
     def _render(self, html: str, javascript: bool, timeout_s: float) -> Layout:
         context = self._ensure_browser().new_context(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import subprocess
 import time
@@ -15,7 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from orchestrator import cli
 from services.cetd.extractor import ALGORITHM
 from shared.layout import browser_problem, layout
 from shared.service import create_service_app
@@ -101,6 +104,19 @@ def test_layout_boxes_are_keyed_like_the_blocks() -> None:
     assert boxes["/html/body/div[1]/ul/li[3]/a"].font_size == pytest.approx(16)
     blocks = ALGORITHM.run(html, {"measure": "htd"}).blocks
     assert {block.path for block in blocks} <= boxes.keys()
+
+
+def test_render_command_prints_the_layout_as_json(tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    page.write_text(LAYOUT_PAGES["footer_off_screen"][0], encoding="utf-8")
+    result = CliRunner().invoke(cli.app, ["render", str(page), "--json"])
+    assert result.exit_code == 0, result.output
+    rendered = json.loads(result.output)
+    assert rendered["viewport"] == {"width": 1366, "height": 768}
+    footer = rendered["boxes"]["/html/body/footer/p"]
+    assert footer["rendered"] is False
+    assert footer["x"] == pytest.approx(-5000)
+    assert rendered["boxes"]["/html/body/div/p[3]"]["rendered"] is True
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):

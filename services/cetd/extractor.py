@@ -46,6 +46,7 @@ are <a> and <button>.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import struct
 from collections.abc import Sequence
@@ -68,6 +69,7 @@ from shared.layout import (
     browser_problem,
     chromium_path,
     layout,
+    renderer,
 )
 
 LINKS = frozenset({"a", "button"})
@@ -467,6 +469,15 @@ def extract(html: str, options: CetdOptions, url: str | None = None) -> Extracti
         for n in range(len(containers)) if totals[n]])
 
 
+def warm_up() -> None:
+    """Start this worker's browser where one can run, so that an htd request does not
+    pay its start (nor does the first after a worker was replaced); a browser that
+    fails to start here is tried again, and reported, by the first htd request."""
+    if browser_problem() is None:
+        with contextlib.suppress(Exception):
+            renderer().start()
+
+
 def engine() -> str:
     """The parser, and whether measure htd can run here (a browser is available)."""
     problem = browser_problem()
@@ -492,4 +503,5 @@ ALGORITHM = Algorithm(
     options_model=CetdOptions,
     extract=extract,
     engine=engine,
+    warm_up=warm_up,
 )
