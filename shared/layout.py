@@ -55,6 +55,7 @@ _LAUNCH_ARGS = [
     "--no-pings",
     "--dns-prefetch-disable",
     "--disable-features=NetworkPrediction,PreloadMediaEngagementData,MediaRouter",
+    "--disable-dev-shm-usage",  # a container's /dev/shm is 64 MB: shared memory in /tmp
     "--disable-breakpad",  # no crash handler process outside the browser's tree
     "--disable-crash-reporter",
     "--no-sandbox",  # containers run as an unprivileged user without user namespaces

@@ -1,4 +1,5 @@
-"""Content Extraction via Text Density (Sun, Song, Liao, SIGIR 2011) as a pure extractor.
+"""Content Extraction via Text Density (Sun, Song, Liao, SIGIR 2011; Song, Sun, Liao,
+KAIS 2015) as a pure extractor.
 
 The seed (../shared/seeds/001) is garbled: its Composite Text Density formula is cut
 after `log_{ln`. We follow the paper (section 3) and its authors' code
@@ -26,6 +27,15 @@ authors' code). The paper's ExtractContent procedure then runs from <body>: a
 node whose density reaches the threshold has the largest-DensitySum node of its
 subtree marked as content and its children visited in turn; below the threshold a
 subtree is left out.
+
+Hybrid Text Density (measure `htd`, Song, Sun, Liao 2015, Definition 3.4) weighs
+each text leaf's characters by the visual importance VI in [0, 1] of its node in the
+page as a browser draws it: HC_i = VI_i * C_i for a leaf, the sum of the children's
+HC for other nodes; HC replaces C (and HC_b replaces C_b) in the CTD formula, and a
+T_i of 0 becomes HC_i / C_i. The layout comes from headless Chromium (shared.layout,
+joined to the elements by XPath); VI itself is a documented choice from the rendered
+boxes (visual_importance), since the paper's formula was not available to us. A
+request for htd where no browser can run is refused (503), never answered with ctd.
 
 How it runs: the page is parsed once into a shared.flatpage.FlatPage (lexbor), whose
 walk gives every element, the text pieces with the element holding each, and the text
