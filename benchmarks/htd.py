@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import common  # noqa: F401  (the repository on sys.path)
+from quality import PageTask, dataset_tasks
 
 from services.cetd.extractor import ALGORITHM
-from shared.datasets import dataset_dir
 from shared.decoding import decode_html
 from shared.tokens import tokenize
 from shared.training import word_f1
@@ -40,14 +40,6 @@ from shared.workers import descendants
 REPO = Path(__file__).resolve().parent.parent
 DATASETS = "scrapinghub,cleaneval,chaos,cleanportaleval"
 MEASURES = ("td", "ctd", "htd")
-
-
-@dataclass(frozen=True)
-class PageTask:
-    dataset: str
-    page_id: str
-    html_path: Path
-    gold_path: Path
 
 
 @dataclass(frozen=True)
@@ -95,13 +87,9 @@ def evaluate_page(task: PageTask) -> PageOutcome:
     return PageOutcome(task.dataset, task.page_id, f1, failed, htd_ms, browser_rss_mb())
 
 
-def dataset_tasks(name: str, sample: int | None, seed: int) -> list[PageTask]:
-    folder = dataset_dir(name)
-    if folder is None:
-        raise SystemExit(f"dataset {name!r} not found (set BOILERBENCH_DATASETS)")
-    tasks = [PageTask(name, html.stem, html, folder / "content" / f"{html.stem}.txt")
-             for html in sorted((folder / "html").glob("*.html"))
-             if (folder / "content" / f"{html.stem}.txt").is_file()]
+def sampled_tasks(name: str, sample: int | None, seed: int) -> list[PageTask]:
+    """The pages of dataset `name`, or a fixed random sample of `sample` of them."""
+    tasks = dataset_tasks(name, (), None)
     if sample and sample < len(tasks):
         tasks = sorted(random.Random(f"{seed}:{name}").sample(tasks, sample),
                        key=lambda task: task.page_id)
@@ -146,7 +134,8 @@ def markdown(table: dict[str, dict[str, float | int]], command: str, seconds: fl
     if rss:
         lines += ["", f"Browser memory (summed RSS of one pool process's chromium processes, "
                   f"after each page): median {statistics.median(rss):.0f} MB, max "
-                  f"{max(rss):.0f} MB."]
+                  f"{max(rss):.0f} MB (an upper bound: pages shared by the browser's processes "
+                  "count once per process)."]
     return "\n".join(lines) + "\n"
 
 
@@ -160,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
     tasks = [task for name in args.datasets.split(",") if name.strip()
-             for task in dataset_tasks(name.strip(), args.sample, args.seed)]
+             for task in sampled_tasks(name.strip(), args.sample, args.seed)]
     start = time.perf_counter()
     outcomes: list[PageOutcome] = []
     with multiprocessing.get_context("spawn").Pool(args.processes) as pool:
