@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Playwright
+    from playwright.sync_api import Browser, Playwright, Route
 
 VIEWPORT_WIDTH = 1366
 VIEWPORT_HEIGHT = 768
@@ -219,7 +219,7 @@ class Renderer:
             offline=True)
         try:
             context.set_default_timeout(timeout_s * 1000)
-            context.route("**/*", lambda route: route.abort("blockedbyclient"))
+            context.route("**/*", _refuse)
             page = context.new_page()
             page.set_content(html, wait_until="load")
             measured: dict[str, Any] = page.evaluate(_MEASURE)
@@ -237,6 +237,16 @@ class Renderer:
             with contextlib.suppress(Exception):
                 self._playwright.stop()
         self._browser = self._playwright = None
+
+
+def _refuse(route: Route) -> None:
+    """Abort a request; answer a navigation (a meta refresh, a form, a link followed
+    by a script) with 204 No Content, which leaves the page where it is (an aborted
+    navigation would commit an error page in its place). Nothing leaves the browser."""
+    if route.request.is_navigation_request():
+        route.fulfill(status=204)
+    else:
+        route.abort("blockedbyclient")
 
 
 def _layout_from(measured: dict[str, Any]) -> Layout:

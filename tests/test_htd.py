@@ -106,6 +106,13 @@ def test_layout_boxes_are_keyed_like_the_blocks() -> None:
     assert {block.path for block in blocks} <= boxes.keys()
 
 
+def test_a_page_that_navigates_away_is_measured_where_it_is() -> None:
+    boxes = layout('<meta http-equiv="refresh" content="0; url=http://example.com/next">'
+                   f"<body>{STORY}</body>").boxes
+    assert boxes["/html/body/p"].rendered
+    assert "/html/head/meta" in boxes
+
+
 def test_render_command_prints_the_layout_as_json(tmp_path: Path) -> None:
     page = tmp_path / "page.html"
     page.write_text(LAYOUT_PAGES["footer_off_screen"][0], encoding="utf-8")
