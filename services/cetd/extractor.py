@@ -419,7 +419,7 @@ def visual_importance(page: FlatPage, rendered: Layout) -> Floats:
                                for e in range(count)]
     sizes = [(box.font_size, n) for holder, n in zip(holders, chars, strict=True)
              if n and (box := found[holder]) is not None and box.rendered]
-    text_size = _weighted_median(sizes) if sizes else 16.0
+    text_size = weighted_median(sizes) if sizes else 16.0
     band_left, band_right = rendered.viewport_width / 4, rendered.viewport_width * 3 / 4
     parents = page.parents
     for element in range(count):
@@ -437,7 +437,7 @@ def visual_importance(page: FlatPage, rendered: Layout) -> Floats:
     return importance
 
 
-def _weighted_median(values: list[tuple[float, int]]) -> float:
+def weighted_median(values: list[tuple[float, int]]) -> float:
     """The value below and above which lie half the weight each."""
     ordered = sorted(values)
     half, seen = sum(weight for _, weight in ordered) / 2, 0
