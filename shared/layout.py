@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -167,13 +167,18 @@ def browser_problem() -> str | None:
 
 
 class Renderer:
-    """One Playwright driver and one Chromium browser, started on first use and
-    restarted when the browser has died (crashed, or killed from outside)."""
+    """One Playwright driver and one Chromium browser, started on first use (or by
+    `start`) and restarted when the browser has died (crashed, or killed from outside).
+
+    Playwright's sync API belongs to the thread that started it, so every call runs on
+    one thread of the Renderer's own; `start` can then launch the browser in the
+    background while the process goes on (a service worker is ready at once, and the
+    first page waits for the launch only if it comes before the launch is done)."""
 
     def __init__(self) -> None:
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
-        self._lock = threading.Lock()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="browser")
 
     def _ensure_browser(self) -> Browser:
         if self._browser is not None and self._browser.is_connected():
@@ -181,7 +186,7 @@ class Renderer:
         problem = browser_problem()
         if problem:
             raise BrowserUnavailableError(problem)
-        self.close()
+        self._close()
         from playwright.sync_api import sync_playwright
 
         self._playwright = sync_playwright().start()
@@ -191,26 +196,29 @@ class Renderer:
             handle_sigint=False, handle_sigterm=False, handle_sighup=False)
         return self._browser
 
-    def start(self) -> None:
-        """Start the browser now rather than on the first page."""
-        with self._lock:
-            self._ensure_browser()
+    def start(self) -> Future[Browser]:
+        """Launch the browser in the background (a failure is raised again by the first
+        page, which tries once more)."""
+        return self._thread.submit(self._ensure_browser)
 
     def render(self, html: str, javascript: bool = False, timeout_s: float = 30.0) -> Layout:
-        """Lay `html` out and measure every element (see the module docstring). A
-        browser found dead is replaced; one that dies during the page, once more."""
+        """Lay `html` out and measure every element (see the module docstring)."""
+        return self._thread.submit(self._render_again_if_dead, html, javascript,
+                                   timeout_s).result()
+
+    def _render_again_if_dead(self, html: str, javascript: bool, timeout_s: float) -> Layout:
+        """_render; a browser that dies during the page is replaced and tried once more."""
         from playwright.sync_api import Error
 
-        with self._lock:
-            try:
-                return self._render(html, javascript, timeout_s)
-            except Error as exc:
-                if self._browser is None or self._browser.is_connected():
-                    raise LayoutFailedError(exc.message.splitlines()[0]) from None
-            try:
-                return self._render(html, javascript, timeout_s)
-            except Error as exc:
+        try:
+            return self._render(html, javascript, timeout_s)
+        except Error as exc:
+            if self._browser is None or self._browser.is_connected():
                 raise LayoutFailedError(exc.message.splitlines()[0]) from None
+        try:
+            return self._render(html, javascript, timeout_s)
+        except Error as exc:
+            raise LayoutFailedError(exc.message.splitlines()[0]) from None
 
     def _render(self, html: str, javascript: bool, timeout_s: float) -> Layout:
         context = self._ensure_browser().new_context(
@@ -229,9 +237,12 @@ class Renderer:
         return _layout_from(measured)
 
     def close(self) -> None:
-        """Stop the browser and the driver (either may be dead already)."""
+        """Stop the browser and the driver."""
+        self._thread.submit(self._close).result()
+
+    def _close(self) -> None:
         if self._browser is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # either may be dead already
                 self._browser.close()
         if self._playwright is not None:
             with contextlib.suppress(Exception):

@@ -56,7 +56,6 @@ are <a> and <button>.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import struct
 from collections.abc import Sequence
@@ -480,12 +479,12 @@ def extract(html: str, options: CetdOptions, url: str | None = None) -> Extracti
 
 
 def warm_up() -> None:
-    """Start this worker's browser where one can run, so that an htd request does not
-    pay its start (nor does the first after a worker was replaced); a browser that
-    fails to start here is tried again, and reported, by the first htd request."""
+    """Launch this worker's browser in the background where one can run: the worker is
+    ready at once (a ctd request after a worker was replaced does not wait), and an
+    htd request waits at most for what is left of the launch. A launch that fails is
+    tried again, and reported, by the first htd request."""
     if browser_problem() is None:
-        with contextlib.suppress(Exception):
-            renderer().start()
+        renderer().start()
 
 
 def engine() -> str:
