@@ -115,6 +115,13 @@ def test_a_page_that_navigates_away_is_measured_where_it_is() -> None:
     assert "/html/head/meta" in boxes
 
 
+def test_scripts_run_only_when_asked() -> None:
+    html = (f"<body>{STORY}<script>document.body.appendChild("
+            "document.createElement('aside')).textContent = 'added';</script></body>")
+    assert "/html/body/aside" not in layout(html).boxes
+    assert layout(html, javascript=True).boxes["/html/body/aside"].rendered
+
+
 def test_render_command_prints_the_layout_as_json(tmp_path: Path) -> None:
     page = tmp_path / "page.html"
     page.write_text(LAYOUT_PAGES["footer_off_screen"][0], encoding="utf-8")
