@@ -17,6 +17,7 @@ app = typer.Typer(
 # Command modules register themselves on `app` (or add a sub-Typer) when imported.
 # Keep one import line per module here.
 from orchestrator import (  # noqa: E402
+    commands_render,  # noqa: F401
     commands_run,  # noqa: F401
     commands_services,  # noqa: F401
     kubernetes,  # noqa: F401

@@ -31,6 +31,7 @@ import contextlib
 import importlib
 import os
 import pickle
+import signal
 import socket
 import struct
 import subprocess
@@ -117,6 +118,33 @@ def _worker_main(sock: socket.socket, module: str) -> None:
         except (EOFError, OSError):
             return
         send_frame(sock, *_answer(algorithm, head, body, content_type, query))
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid` (children, their children, ...), read from /proc;
+    empty where there is no /proc. A worker's own children (a browser and its driver)
+    would outlive a SIGKILL of the worker alone if they did not clean up themselves."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        children.setdefault(parent, []).append(int(entry))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found.extend(below)
+        todo.extend(below)
+    return found
 
 
 @dataclass(eq=False)
@@ -261,8 +289,12 @@ class WorkerPool:
 
     def _kill(self, worker: _Worker) -> None:
         self._workers.discard(worker)
+        below = descendants(worker.process.pid)
         with contextlib.suppress(Exception):
             worker.process.kill()
+            for pid in below:  # a browser the worker drove dies with it
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
             worker.process.wait(timeout=5)
         with contextlib.suppress(Exception):
             worker.sock.close()

@@ -4,10 +4,14 @@ a worker process, every way an extraction can go wrong, and the frames between t
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,6 +27,7 @@ from shared.workers import (
     ExtractionFailedError,
     ExtractionTimeoutError,
     WorkerPool,
+    descendants,
     receive_frame,
     send_frame,
 )
@@ -139,3 +144,19 @@ def test_a_request_in_neither_body_form_is_refused_while_the_worker_is_busy() ->
             stuck.join()
     assert (plain.status_code, plain.json()["error"]) == (415, "unsupported_media_type")
     assert (empty.status_code, empty.json()["error"]) == (400, "empty_body")
+
+
+def test_descendants_are_children_and_their_children() -> None:
+    shell = subprocess.Popen(["sh", "-c", "sh -c 'sleep 60; :' & sleep 60; :"])
+    try:
+        deadline = time.monotonic() + 10
+        while len(found := descendants(shell.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        names = sorted(Path(f"/proc/{pid}/comm").read_text().strip() for pid in found)
+        assert names == ["sh", "sleep", "sleep"]  # the inner shell and both sleeps
+        assert shell.pid not in found
+    finally:
+        for pid in descendants(shell.pid):
+            os.kill(pid, signal.SIGKILL)
+        shell.kill()
+        shell.wait()

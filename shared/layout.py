@@ -1,0 +1,287 @@
+"""A page's rendered layout from headless Chromium: every element's box, keyed by XPath.
+
+Why: visual features (where and how large a node is drawn, whether it is drawn at all)
+need a real layout engine, not a guess from the markup: a stylesheet can hide a long
+block, push a footer off the page or squeeze a sidebar into a narrow column.
+
+How: Debian's chromium, driven by Playwright for Python with `executable_path` (no
+browser download), one browser per process (`layout` starts it on first use and
+starts a new one when it has died). Each page gets a fresh browser context and page:
+
+- no network at all: every request is aborted by a route (the document itself is not
+  a request: it is written into about:blank by `page.set_content`), and the browser
+  talks to a proxy on a closed local port, loopback included, so what a route cannot
+  see (a preconnect, a prefetch) does not reach a server either;
+- JavaScript off unless `javascript=True`; service workers blocked; a page on
+  about:blank may not load file:// URLs (and any such request is aborted anyway);
+- a viewport of VIEWPORT_WIDTH x VIEWPORT_HEIGHT; boxes are measured on the whole
+  page (document coordinates: the box of a node below the first screen has y >= 768).
+
+The time limit is the caller's: a service runs this in its worker processes, whose
+pool kills a worker past the limit together with its child processes (the Playwright
+driver and the browser), see shared/workers.py.
+
+An element's XPath is lxml's getpath form, as shared.flatpage.FlatPage.path gives it
+(/html/body/div[2]/p: an index only where the parent has several children of that
+name), so boxes join the blocks of the extractors by path. The two parsers build the
+same HTML5 tree for nearly every page; an element one of them places elsewhere just
+has no box.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Playwright, Route
+
+VIEWPORT_WIDTH = 1366
+VIEWPORT_HEIGHT = 768
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+# The browser's proxy: nothing listens on port 9 (discard) of the loopback address, so
+# any connection the routes did not see fails at once.
+_DEAD_PROXY = "http://127.0.0.1:9"
+_LAUNCH_ARGS = [
+    "--proxy-bypass-list=<-loopback>",  # loopback goes through the dead proxy too
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-domain-reliability",
+    "--disable-sync",
+    "--no-pings",
+    "--dns-prefetch-disable",
+    "--disable-features=NetworkPrediction,PreloadMediaEngagementData,MediaRouter",
+    "--disable-dev-shm-usage",  # a container's /dev/shm is 64 MB: shared memory in /tmp
+    "--disable-breakpad",  # no crash handler process outside the browser's tree
+    "--disable-crash-reporter",
+    "--no-sandbox",  # containers run as an unprivileged user without user namespaces
+]
+
+# One pass over the document in the page: per element its path (lxml's form), box in
+# document coordinates, rendered or not, font size and weight. Arrays, not objects:
+# a page of 10,000 elements crosses the DevTools protocol as a few lists.
+_MEASURE = """
+() => {
+  const sx = window.scrollX, sy = window.scrollY;
+  const root = document.documentElement;
+  const pageWidth = Math.max(root.scrollWidth, document.body ? document.body.scrollWidth : 0);
+  const pageHeight = Math.max(root.scrollHeight, document.body ? document.body.scrollHeight : 0);
+  const paths = [], boxes = [], rendered = [], fonts = [];
+  const stack = [[root, '/' + root.localName.toLowerCase()]];
+  while (stack.length) {
+    const [element, path] = stack.pop();
+    const r = element.getBoundingClientRect();
+    const style = getComputedStyle(element);
+    const x = r.left + sx, y = r.top + sy;
+    const shown = element.checkVisibility({visibilityProperty: true})
+      && r.width > 0 && r.height > 0
+      && x + r.width > 0 && y + r.height > 0 && x < pageWidth && y < pageHeight;
+    paths.push(path);
+    boxes.push(x, y, r.width, r.height);
+    rendered.push(shown ? 1 : 0);
+    fonts.push(parseFloat(style.fontSize) || 0, parseInt(style.fontWeight, 10) || 400);
+    const counts = new Map();
+    for (const child of element.children) {
+      const name = child.localName.toLowerCase();
+      counts.set(name, (counts.get(name) || 0) + 1);
+    }
+    const seen = new Map();
+    const children = [];
+    for (const child of element.children) {
+      const name = child.localName.toLowerCase();
+      const k = (seen.get(name) || 0) + 1;
+      seen.set(name, k);
+      children.push([child, counts.get(name) > 1 ? `${path}/${name}[${k}]` : `${path}/${name}`]);
+    }
+    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]);
+  }
+  return {pageWidth, pageHeight, paths, boxes, rendered, fonts};
+}
+"""
+
+
+class BrowserUnavailableError(RuntimeError):
+    """No browser can be started here (no executable, or Playwright missing)."""
+
+
+class LayoutFailedError(RuntimeError):
+    """The browser could not lay the page out (its time ran out, it crashed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Box:
+    """An element as drawn: its box in page coordinates (CSS pixels), whether it is
+    rendered (displayed, not visibility:hidden, of non-zero size, at least partly on
+    the page), its computed font size (px) and weight (100-900)."""
+
+    x: float
+    y: float
+    width: float
+    height: float
+    rendered: bool
+    font_size: float
+    font_weight: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The viewport, the whole page's size and every element's Box by XPath."""
+
+    viewport_width: int
+    viewport_height: int
+    page_width: float
+    page_height: float
+    boxes: dict[str, Box]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"viewport": {"width": self.viewport_width, "height": self.viewport_height},
+                "page": {"width": self.page_width, "height": self.page_height},
+                "boxes": {path: asdict(box) for path, box in self.boxes.items()}}
+
+
+def chromium_path() -> str:
+    """The browser executable: BOILERBENCH_CHROMIUM, else Debian's /usr/bin/chromium,
+    else `chromium` on PATH."""
+    configured = os.environ.get("BOILERBENCH_CHROMIUM")
+    if configured:
+        return configured
+    if os.path.exists(DEFAULT_CHROMIUM):
+        return DEFAULT_CHROMIUM
+    return shutil.which("chromium") or DEFAULT_CHROMIUM
+
+
+def browser_problem() -> str | None:
+    """Why no browser can run here (None when one can): checked without starting it."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the Python package 'playwright' is not installed"
+    path = chromium_path()
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        return f"no browser executable at {path} (set BOILERBENCH_CHROMIUM or install chromium)"
+    return None
+
+
+class Renderer:
+    """One Playwright driver and one Chromium browser, started on first use (or by
+    `start`) and restarted when the browser has died (crashed, or killed from outside).
+
+    Playwright's sync API belongs to the thread that started it, so every call runs on
+    one thread of the Renderer's own; `start` can then launch the browser in the
+    background while the process goes on (a service worker is ready at once, and the
+    first page waits for the launch only if it comes before the launch is done)."""
+
+    def __init__(self) -> None:
+        self._playwright: Playwright | None = None
+        self._browser: Browser | None = None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="browser")
+
+    def _ensure_browser(self) -> Browser:
+        if self._browser is not None and self._browser.is_connected():
+            return self._browser
+        problem = browser_problem()
+        if problem:
+            raise BrowserUnavailableError(problem)
+        self._close()
+        from playwright.sync_api import sync_playwright
+
+        self._playwright = sync_playwright().start()
+        self._browser = self._playwright.chromium.launch(
+            executable_path=chromium_path(), headless=True, args=_LAUNCH_ARGS,
+            proxy={"server": _DEAD_PROXY, "bypass": ""}, chromium_sandbox=False,
+            handle_sigint=False, handle_sigterm=False, handle_sighup=False)
+        return self._browser
+
+    def start(self) -> Future[Browser]:
+        """Launch the browser in the background (a failure is raised again by the first
+        page, which tries once more)."""
+        return self._thread.submit(self._ensure_browser)
+
+    def render(self, html: str, javascript: bool = False, timeout_s: float = 30.0) -> Layout:
+        """Lay `html` out and measure every element (see the module docstring)."""
+        return self._thread.submit(self._render_again_if_dead, html, javascript,
+                                   timeout_s).result()
+
+    def _render_again_if_dead(self, html: str, javascript: bool, timeout_s: float) -> Layout:
+        """_render; a browser that dies during the page is replaced and tried once more."""
+        from playwright.sync_api import Error
+
+        try:
+            return self._render(html, javascript, timeout_s)
+        except Error as exc:
+            if self._browser is None or self._browser.is_connected():
+                raise LayoutFailedError(exc.message.splitlines()[0]) from None
+        try:
+            return self._render(html, javascript, timeout_s)
+        except Error as exc:
+            raise LayoutFailedError(exc.message.splitlines()[0]) from None
+
+    def _render(self, html: str, javascript: bool, timeout_s: float) -> Layout:
+        context = self._ensure_browser().new_context(
+            viewport={"width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT},
+            java_script_enabled=javascript, service_workers="block", accept_downloads=False,
+            offline=True)
+        try:
+            context.set_default_timeout(timeout_s * 1000)
+            context.route("**/*", _refuse)
+            page = context.new_page()
+            page.set_content(html, wait_until="load")
+            measured: dict[str, Any] = page.evaluate(_MEASURE)
+        finally:
+            with contextlib.suppress(Exception):  # a browser that died: nothing to close
+                context.close()
+        return _layout_from(measured)
+
+    def close(self) -> None:
+        """Stop the browser and the driver."""
+        self._thread.submit(self._close).result()
+
+    def _close(self) -> None:
+        if self._browser is not None:
+            with contextlib.suppress(Exception):  # either may be dead already
+                self._browser.close()
+        if self._playwright is not None:
+            with contextlib.suppress(Exception):
+                self._playwright.stop()
+        self._browser = self._playwright = None
+
+
+def _refuse(route: Route) -> None:
+    """Abort a request; answer a navigation (a meta refresh, a form, a link followed
+    by a script) with 204 No Content, which leaves the page where it is (an aborted
+    navigation would commit an error page in its place). Nothing leaves the browser."""
+    if route.request.is_navigation_request():
+        route.fulfill(status=204)
+    else:
+        route.abort("blockedbyclient")
+
+
+def _layout_from(measured: dict[str, Any]) -> Layout:
+    boxes, rendered, fonts = measured["boxes"], measured["rendered"], measured["fonts"]
+    found: dict[str, Box] = {}
+    for k, path in enumerate(measured["paths"]):
+        found[path] = Box(boxes[4 * k], boxes[4 * k + 1], boxes[4 * k + 2], boxes[4 * k + 3],
+                          bool(rendered[k]), fonts[2 * k], int(fonts[2 * k + 1]))
+    return Layout(VIEWPORT_WIDTH, VIEWPORT_HEIGHT, float(measured["pageWidth"]),
+                  float(measured["pageHeight"]), found)
+
+
+_RENDERER: Renderer | None = None
+
+
+def renderer() -> Renderer:
+    """This process's Renderer (one browser per process)."""
+    global _RENDERER
+    if _RENDERER is None:
+        _RENDERER = Renderer()
+    return _RENDERER
+
+
+def layout(html: str, javascript: bool = False, timeout_s: float = 30.0) -> Layout:
+    """The rendered layout of `html` in this process's browser. Raises
+    BrowserUnavailableError when no browser can run here."""
+    return renderer().render(html, javascript, timeout_s)

@@ -1,0 +1,233 @@
+"""CETD's Hybrid Text Density through the service, with Debian's chromium: the scores
+follow the layout, nothing is fetched, a page that never lays out is cut off with
+its browser, and without a browser htd is refused with 503."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator import cli
+from services.cetd.extractor import ALGORITHM
+from shared.layout import browser_problem, layout
+from shared.service import create_service_app
+from shared.settings import ServiceSettings
+from shared.workers import descendants
+from tests.servers import serve_app, serve_http
+
+# Generous: on a loaded machine a fresh worker may still be launching its browser
+# when the next request comes; the page that never lays out waits it out in full.
+TIME_LIMIT_S = 15.0
+STORY = "<p>" + " ".join(["The main story goes on with words of its own here."] * 8) + "</p>"
+NOTES = " ".join(["Notes nobody sees on the screen but the markup keeps them."] * 30)
+NAV = "<ul>" + "".join(f"<li><a href='/s{i}'>Section {i}</a></li>" for i in range(12)) + "</ul>"
+# Pages whose layout hides text or pushes it aside, and the path of that text's block.
+LAYOUT_PAGES = {
+    "display_none": (
+        "<html><head><style>.more{display:none}</style></head><body>" + NAV
+        + f"<div class=more><p>{NOTES}</p></div><div>{STORY * 3}</div></body></html>",
+        "/html/body/div[1]/p"),
+    "footer_off_screen": (
+        f"<html><body>{NAV}<div>{STORY * 3}</div><footer style='position:absolute;"
+        f"left:-5000px;width:1000px'><p>{NOTES}</p></footer></body></html>",
+        "/html/body/footer/p"),
+    "narrow_sidebar": (
+        f"<html><body><div style='float:left;width:180px'>{NAV}<p>{NOTES}</p></div>"
+        f"<div style='margin-left:400px;width:600px'>{STORY * 2}</div></body></html>",
+        "/html/body/div[1]/p"),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _browser() -> None:
+    problem = browser_problem()
+    if problem:
+        pytest.fail(f"the htd tests need Debian's chromium (scripts/setup --test): {problem}")
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[str]:
+    app = create_service_app(ALGORITHM, ServiceSettings(time_limit_s=TIME_LIMIT_S))
+    with serve_app(app) as url:
+        yield url
+
+
+def extract(url: str, html: str, **options: Any) -> httpx.Response:
+    return httpx.post(f"{url}/extract", json={"html": html, "options": options},
+                      timeout=TIME_LIMIT_S + 30)
+
+
+def scores(reply: httpx.Response) -> dict[str, tuple[float, bool]]:
+    assert reply.status_code == 200, reply.text
+    return {block["path"]: (block["score"], block["is_content"])
+            for block in reply.json()["blocks"]}
+
+
+def test_info_says_a_browser_is_available(service: str) -> None:
+    info = httpx.get(f"{service}/info").json()
+    assert "htd: headless Chromium" in info["engine"]
+    assert "htd" in info["options_schema"]["properties"]["measure"]["enum"]
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUT_PAGES))
+def test_htd_scores_follow_the_layout(service: str, name: str) -> None:
+    html, pushed_aside = LAYOUT_PAGES[name]
+    ctd, htd = scores(extract(service, html, measure="ctd")), scores(extract(service, html,
+                                                                            measure="htd"))
+    assert htd.keys() == ctd.keys()  # the same blocks, the same paths
+    assert htd[pushed_aside][0] != ctd[pushed_aside][0]
+    if name != "narrow_sidebar":  # not drawn at all: no weight, not content
+        assert ctd[pushed_aside] > (0.0, False)
+        assert htd[pushed_aside] == (0.0, False)
+    else:  # drawn, off the centre line: weighs less
+        assert htd[pushed_aside][0] < ctd[pushed_aside][0]
+
+
+def test_layout_boxes_are_keyed_like_the_blocks() -> None:
+    html, _ = LAYOUT_PAGES["narrow_sidebar"]
+    boxes = layout(html).boxes
+    side, main = boxes["/html/body/div[1]/p"], boxes["/html/body/div[2]/p[1]"]
+    assert side.rendered
+    assert main.rendered
+    assert side.width == pytest.approx(180)
+    assert main.width == pytest.approx(600)
+    assert main.x == pytest.approx(400 + 8)  # body's default margin
+    assert boxes["/html/body/div[1]/ul/li[3]/a"].font_size == pytest.approx(16)
+    blocks = ALGORITHM.run(html, {"measure": "htd"}).blocks
+    assert {block.path for block in blocks} <= boxes.keys()
+
+
+def test_a_page_that_navigates_away_is_measured_where_it_is() -> None:
+    boxes = layout('<meta http-equiv="refresh" content="0; url=http://example.com/next">'
+                   f"<body>{STORY}</body>").boxes
+    assert boxes["/html/body/p"].rendered
+    assert "/html/head/meta" in boxes
+
+
+def test_scripts_run_only_when_asked() -> None:
+    html = (f"<body>{STORY}<script>document.body.appendChild("
+            "document.createElement('aside')).textContent = 'added';</script></body>")
+    assert "/html/body/aside" not in layout(html).boxes
+    assert layout(html, javascript=True).boxes["/html/body/aside"].rendered
+
+
+def test_render_command_prints_the_layout_as_json(tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    page.write_text(LAYOUT_PAGES["footer_off_screen"][0], encoding="utf-8")
+    result = CliRunner().invoke(cli.app, ["render", str(page), "--json"])
+    assert result.exit_code == 0, result.output
+    rendered = json.loads(result.output)
+    assert rendered["viewport"] == {"width": 1366, "height": 768}
+    footer = rendered["boxes"]["/html/body/footer/p"]
+    assert footer["rendered"] is False
+    assert footer["x"] == pytest.approx(-5000)
+    assert rendered["boxes"]["/html/body/div/p[3]"]["rendered"] is True
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers anything with a tiny body and records the path asked for."""
+
+    def __init__(self, *args: Any, log: list[str], **kwargs: Any) -> None:
+        self.seen = log
+        super().__init__(*args, **kwargs)
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        self.send_response(200)
+        self.send_header("content-length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_htd_fetches_nothing(service: str) -> None:
+    log: list[str] = []
+    with serve_http(functools.partial(_Recorder, log=log)) as server:
+        html = f"""<html><head>
+          <link rel=stylesheet href="{server}/style.css">
+          <link rel=preconnect href="{server}"><link rel=prefetch href="{server}/next">
+          <link rel=icon href="{server}/icon.png">
+          <style>@import url("{server}/import.css");
+            body {{ background: url("{server}/background.png") }}
+            @font-face {{ font-family: F; src: url("{server}/font.woff2") }}
+            p {{ font-family: F }}</style>
+          <script src="{server}/script.js"></script></head>
+          <body>{STORY}<img src="{server}/image.png"><iframe src="{server}/frame"></iframe>
+          <video poster="{server}/poster.png" src="{server}/video.mp4"></video>
+          <object data="{server}/object"></object><embed src="{server}/embed">
+          <img src="file:///etc/hostname">
+          <script>fetch("{server}/fetch"); new Image().src = "{server}/js-image";</script>
+          {STORY}</body></html>"""
+        for javascript in (False, True):
+            assert scores(extract(service, html, measure="htd", javascript=javascript))
+        assert log == []
+        httpx.get(f"{server}/control")  # the server was there all along
+        assert log == ["/control"]
+
+
+def chromium_processes() -> list[int]:
+    """The chromium processes below the service's extraction workers (this test's own
+    `layout` calls have a browser of their own, below this process directly)."""
+    found = []
+    for worker in descendants(os.getpid()):
+        try:
+            if b"shared.workers" not in Path(f"/proc/{worker}/cmdline").read_bytes():
+                continue
+        except OSError:
+            continue
+        for pid in descendants(worker):
+            try:
+                if "chrom" in Path(f"/proc/{pid}/comm").read_text():
+                    found.append(pid)
+            except OSError:
+                continue
+    return found
+
+
+def test_a_page_that_never_lays_out_is_cut_off_with_its_browser(service: str) -> None:
+    assert scores(extract(service, STORY, measure="htd"))  # a browser is running
+    browsers = chromium_processes()
+    assert browsers
+    nested = "<html><body>" + "<div>" * 200_000 + "deep" + "</div>" * 200_000 + "</body></html>"
+    started = time.monotonic()
+    reply = extract(service, nested, measure="htd")
+    assert reply.status_code in (200, 504), reply.text
+    assert time.monotonic() - started < TIME_LIMIT_S + 5
+    if reply.status_code == 504:
+        deadline = time.monotonic() + 15
+        while True:  # killed with its worker, and reaped: not even a zombie is left
+            listed = subprocess.run(["ps", "-o", "pid=,stat=,comm=", "-p",
+                                     ",".join(map(str, browsers))],
+                                    capture_output=True, text=True).stdout.strip()
+            if not listed or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert listed == ""
+    assert scores(extract(service, STORY, measure="htd"))  # a fresh worker and browser
+    assert chromium_processes()
+
+
+def test_htd_without_a_browser_is_refused(monkeypatch: pytest.MonkeyPatch,
+                                          tmp_path: Path) -> None:
+    monkeypatch.setenv("BOILERBENCH_CHROMIUM", str(tmp_path / "no-such-chromium"))
+    app = create_service_app(ALGORITHM, ServiceSettings(time_limit_s=TIME_LIMIT_S))
+    with serve_app(app) as url:
+        assert "htd unavailable" in httpx.get(f"{url}/info").json()["engine"]
+        reply = extract(url, STORY, measure="htd")
+        assert reply.status_code == 503
+        assert reply.json()["error"] == "no_browser"
+        assert "no-such-chromium" in reply.json()["detail"]
+        assert scores(extract(url, STORY, measure="ctd"))  # the other measures still run
