@@ -78,7 +78,6 @@ from shared.layout import (
     browser_problem,
     chromium_path,
     layout,
-    renderer,
 )
 
 LINKS = frozenset({"a", "button"})
@@ -478,15 +477,6 @@ def extract(html: str, options: CetdOptions, url: str | None = None) -> Extracti
         for n in range(len(containers)) if totals[n]])
 
 
-def warm_up() -> None:
-    """Launch this worker's browser in the background where one can run: the worker is
-    ready at once (a ctd request after a worker was replaced does not wait), and an
-    htd request waits at most for what is left of the launch. A launch that fails is
-    tried again, and reported, by the first htd request."""
-    if browser_problem() is None:
-        renderer().start()
-
-
 def engine() -> str:
     """The parser, and whether measure htd can run here (a browser is available)."""
     problem = browser_problem()
@@ -512,5 +502,4 @@ ALGORITHM = Algorithm(
     options_model=CetdOptions,
     extract=extract,
     engine=engine,
-    warm_up=warm_up,
 )
