@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -195,11 +195,6 @@ class Renderer:
             proxy={"server": _DEAD_PROXY, "bypass": ""}, chromium_sandbox=False,
             handle_sigint=False, handle_sigterm=False, handle_sighup=False)
         return self._browser
-
-    def start(self) -> Future[Browser]:
-        """Launch the browser in the background (a failure is raised again by the first
-        page, which tries once more)."""
-        return self._thread.submit(self._ensure_browser)
 
     def render(self, html: str, javascript: bool = False, timeout_s: float = 30.0) -> Layout:
         """Lay `html` out and measure every element (see the module docstring)."""
