@@ -44,7 +44,9 @@ class ExtractRequest(BaseModel):
 
 class ExtractReply(BaseModel):
     """200 reply of POST /extract. `elapsed_ms`: the service's time on the request
-    (decoding, validation, extraction), not counting a wait for a free worker."""
+    (decoding, validation, extraction), not counting a wait for a free worker.
+    `details`: optional facts about how this reply was made, in the algorithm's own
+    keys (the ensemble names the members that answered); absent for most services."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -52,7 +54,9 @@ class ExtractReply(BaseModel):
     version: str
     text: str
     blocks: list[Block]
+    details: dict[str, Any] | None = None
     elapsed_ms: float
+    details: dict[str, Any] | None = None
 
 
 class ErrorReply(BaseModel):
@@ -83,10 +87,12 @@ class Options(BaseModel):
 class Extraction:
     """What a pure extractor returns. `text` defaults to the content blocks joined by
     newlines; an algorithm whose own output differs from its blocks (a peer library
-    that normalises whitespace, say) passes its text explicitly."""
+    that normalises whitespace, say) passes its text explicitly. `details` becomes the
+    reply's `details` (JSON values only)."""
 
     blocks: list[Block]
     text: str | None = None
+    details: dict[str, Any] | None = None
 
     def content_text(self) -> str:
         if self.text is not None:
@@ -143,7 +149,8 @@ class Algorithm:
             options or {}
         )
         extraction = self.extract(html, opts, url)
-        return ExtractReplyBody(text=extraction.content_text(), blocks=extraction.blocks)
+        return ExtractReplyBody(text=extraction.content_text(), blocks=extraction.blocks,
+                                details=extraction.details)
 
 
 @dataclass(frozen=True)
@@ -152,3 +159,4 @@ class ExtractReplyBody:
 
     text: str
     blocks: list[Block]
+    details: dict[str, Any] | None = None
