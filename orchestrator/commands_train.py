@@ -37,7 +37,7 @@ def fusion(
         help="A dataset folder (html/ + content/); repeat for several.",
         exists=True, file_okay=False)],
     out: Annotated[Path | None, typer.Option(
-        help="The model file to write (default: services/fusion/model/fusion-v1.json).")
+        help="The model file to write (default: services/fusion/model/fusion-v2.json).")
     ] = None,
     seed: Annotated[int, typer.Option(help="Random seed (training is deterministic).")] = 0,
     limit: Annotated[int | None, typer.Option(

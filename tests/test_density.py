@@ -34,6 +34,7 @@ from services.density.thresholds import (
 )
 from services.density.training import Hyperparameters, train
 from shared.html import clean_text
+from shared.learners import TreeParams
 from tests.helpers import (
     assert_recorded_page_scores,
     dataset_pages,
@@ -294,18 +295,18 @@ def test_trees_agree_with_a_plain_walk_of_each_tree() -> None:
     assert isinstance(trees, Gbdt)
     rng = np.random.default_rng(0)
     rows = rng.uniform(0, 1, (40, 9)) * np.array([1, 12, 10] * 3)
-    for row, tree in zip(rows[:15], range(15), strict=True):  # some values on a threshold
-        if np.isfinite(trees.threshold[tree, 0]):
-            row[trees.feature[tree, 0]] = trees.threshold[tree, 0]
+    inner = np.flatnonzero(trees.feature >= 0)
+    for row, node in zip(rows[:15], inner[:15], strict=True):  # some values on a threshold
+        row[trees.feature[node]] = trees.threshold[node]
     expected = []
     for row in rows:
         total = trees.base
-        for tree in range(trees.feature.shape[0]):
-            node = 0
-            while node < trees.feature.shape[1]:
-                goes_right = row[trees.feature[tree, node]] > trees.threshold[tree, node]
-                node = 2 * node + (2 if goes_right else 1)
-            total += trees.leaf[tree, node - trees.feature.shape[1]]
+        for root in trees.roots:
+            node = int(root)
+            while trees.feature[node] >= 0:
+                goes_left = row[trees.feature[node]] <= trees.threshold[node]
+                node = int(trees.left[node] if goes_left else trees.right[node])
+            total += trees.value[node]
         expected.append(total)
     assert trees.logits(rows) == pytest.approx(expected, rel=1e-12, abs=1e-12)
     assert trees.logits(rows[:0]).shape == (0,)
@@ -322,7 +323,7 @@ def test_model_reproduces_its_recorded_page_scores(name: str, request: pytest.Fi
 
 @pytest.mark.dataset
 def test_training_is_deterministic(scrapinghub: Path, cleaneval: Path, tmp_path: Path) -> None:
-    hp = Hyperparameters(folds=2, mlp_epochs=2, gbdt_trees=4, gbdt_depth=2)
+    hp = Hyperparameters(folds=2, mlp_epochs=2, trees=TreeParams(trees=4, leaves=4))
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     train([scrapinghub, cleaneval], first, seed=3, hp=hp, limit=3)
     train([scrapinghub, cleaneval], second, seed=3, hp=hp, limit=3)

@@ -14,6 +14,7 @@ from services.fusion.extractor import ALGORITHM, FusionOptions
 from services.fusion.features import FEATURES, page_features, page_stoplist
 from services.fusion.model import DEFAULT_MODEL, default_model, read_model
 from services.fusion.training import Hyperparameters, train
+from shared.learners import TreeParams
 from shared.service import create_service_app
 from shared.tokens import tokenize
 from tests.helpers import assert_recorded_page_scores
@@ -192,7 +193,7 @@ def test_options_change_the_decision() -> None:
 
 @pytest.mark.dataset
 def test_training_is_deterministic(scrapinghub: Path, cleaneval: Path, tmp_path: Path) -> None:
-    hp = Hyperparameters(folds=2, trees=3, depth=2)
+    hp = Hyperparameters(folds=2, trees=TreeParams(trees=3, leaves=4))
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     train([scrapinghub, cleaneval], first, seed=5, hp=hp, limit=3, workers=1)
     train([scrapinghub, cleaneval], second, seed=5, hp=hp, limit=3, workers=1)
@@ -200,7 +201,7 @@ def test_training_is_deterministic(scrapinghub: Path, cleaneval: Path, tmp_path:
     model = read_model(first)
     assert [d["pages"] for d in model.metadata["datasets"]] == [3, 3]
     assert model.metadata["seed"] == 5
-    assert model.gbdt.feature.shape == (3, 3)
+    assert model.gbdt.roots.size == 3
     evaluation = model.metadata["evaluation"]
     assert set(evaluation["kfold"]["word_f1"]) == {"scrapinghub", "cleaneval"}
     assert set(evaluation["cross_dataset"]) == {"scrapinghub", "cleaneval"}

@@ -37,9 +37,9 @@ from shared.gbdt import smooth as smooth
 from shared.modelfile import check_header, read_json, write_json
 
 FORMAT = "boilerbench-density-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MODEL_DIR = Path(__file__).resolve().parent / "model"
-DEFAULT_MODEL = MODEL_DIR / "density-v1.json"
+DEFAULT_MODEL = MODEL_DIR / "density-v2.json"
 FEATURES = tuple(
     f"{name}_{where}" for where in ("prev", "line", "next")
     for name in ("density", "log_html_bytes", "log_text_length")

@@ -18,7 +18,7 @@ import functools
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from services.density.model import (
     line_features,
 )
 from shared.gbdt import sigmoid
-from shared.gbdt import train_gbdt as shared_train_gbdt
+from shared.learners import TreeParams, train_gbdt
 from shared.tokens import tokenize
 from shared.training import (
     Page,
@@ -61,12 +61,8 @@ class Hyperparameters:
     mlp_epochs: int = 12
     mlp_batch: int = 256
     mlp_learning_rate: float = 0.003
-    gbdt_trees: int = 150
-    gbdt_depth: int = 4
-    gbdt_learning_rate: float = 0.1
-    gbdt_l2: float = 1.0
-    gbdt_bins: int = 64
-    gbdt_min_child_weight: float = 1e-3
+    trees: TreeParams = field(default_factory=lambda: TreeParams(
+        trees=150, leaves=16, max_depth=4, learning_rate=0.1, l2=1.0))
     smoothing: tuple[float, ...] = (0.25, 0.5, 0.25)
     relative_cut: float = 0.5
 
@@ -149,20 +145,11 @@ def train_mlp(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64],
     return Mlp(mean, scale, weights, biases)
 
 
-def train_gbdt(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64],
-               hp: Hyperparameters) -> Gbdt:
-    """Gradient-boosted trees of depth `gbdt_depth` (shared.gbdt: logistic loss, Newton
-    leaves, L2, histogram splits on quantile bin edges)."""
-    return shared_train_gbdt(x, y, w, trees=hp.gbdt_trees, depth=hp.gbdt_depth,
-                             learning_rate=hp.gbdt_learning_rate, l2=hp.gbdt_l2,
-                             bins=hp.gbdt_bins, min_child_weight=hp.gbdt_min_child_weight)
-
-
 def fit(kind: str, pages: Sequence[Page], hp: Hyperparameters, seed: int) -> Mlp | Gbdt:
     x, y, w = stack(pages)
     if kind == "mlp":
         return train_mlp(x, y, w, hp, seed)
-    return train_gbdt(x, y, w, hp)
+    return train_gbdt(x, y, w, hp.trees, seed)
 
 
 def _fit_model(kind: str, hp: Hyperparameters, seed: int, pages: Sequence[Page]

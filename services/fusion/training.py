@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,8 @@ import numpy.typing as npt
 
 from services.fusion.features import FEATURES, Matrix, page_features
 from services.fusion.model import FusionModel, dump_model, read_model
-from shared.gbdt import Gbdt, decide, train_gbdt
+from shared.gbdt import Gbdt, decide
+from shared.learners import TreeParams, train_gbdt
 from shared.training import (
     Page,
     Units,
@@ -52,13 +53,8 @@ CHECK_ROWS = 16  # feature rows whose probabilities are recorded
 @dataclass(frozen=True)
 class Hyperparameters:
     folds: int = 5
-    trees: int = 120
-    depth: int = 5
-    learning_rate: float = 0.1
-    l2: float = 1.0
-    bins: int = 48
-    min_child_weight: float = 1e-2
-    subsample: float = 0.5
+    trees: TreeParams = field(default_factory=lambda: TreeParams(
+        trees=120, leaves=31, max_depth=5, learning_rate=0.1, l2=1.0, bagging_fraction=0.5))
     relative_cut: float = 0.5
 
 
@@ -90,9 +86,7 @@ def stack(pages: Sequence[Page]) -> tuple[Matrix, npt.NDArray[np.float64],
 
 def fit(pages: Sequence[Page], hp: Hyperparameters, seed: int) -> Gbdt:
     x, y, w = stack(pages)
-    return train_gbdt(x, y, w, trees=hp.trees, depth=hp.depth, learning_rate=hp.learning_rate,
-                      l2=hp.l2, bins=hp.bins, min_child_weight=hp.min_child_weight,
-                      subsample=hp.subsample, seed=seed)
+    return train_gbdt(x, y, w, hp.trees, seed)
 
 
 def choose_rule(pages: Sequence[Page], probabilities: Sequence[Matrix], hp: Hyperparameters
