@@ -59,3 +59,31 @@ def fusion(
     console.print(f"k-fold word F1 {evaluation['kfold']['word_f1']}; cross-dataset "
                   f"{ {k: v['word_f1'] for k, v in evaluation['cross_dataset'].items()} }; "
                   f"wrote {out}")
+
+
+@train_app.command()
+def ensemble(
+    dataset: Annotated[list[Path], typer.Option(
+        help="A dataset folder (html/ + content/); repeat for several (at least two: "
+        "every choice is made leave-one-dataset-out).", exists=True, file_okay=False)],
+    out: Annotated[Path | None, typer.Option(
+        help="The model file to write (default: services/ensemble/model/ensemble-v1.json).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Random seed (training is deterministic).")] = 0,
+    workers: Annotated[int, typer.Option(
+        help="Processes that compute the members' answers and the pages' features.")] = 2,
+) -> None:
+    """Train the ensemble's combiner leave-one-dataset-out, choose its default members by
+    cost, fit it on every page and write its model file. The members' answers are cached
+    under .cache/ensemble-members (computed once, reused while unchanged)."""
+    from services.ensemble.model import DEFAULT_MODEL
+    from services.ensemble.training import train as train_ensemble
+
+    if len(dataset) < 2:
+        raise typer.BadParameter("give at least two datasets", param_hint="--dataset")
+    out = out or DEFAULT_MODEL
+    model = train_ensemble(dataset, out, seed=seed, workers=workers, log=console.print)
+    evaluation = model.metadata["evaluation"]
+    console.print(f"leave-one-dataset-out word F1 (default members "
+                  f"{', '.join(model.default_members)}): {evaluation['default_members']}; "
+                  f"wrote {out}")

@@ -54,7 +54,6 @@ class ExtractReply(BaseModel):
     version: str
     text: str
     blocks: list[Block]
-    details: dict[str, Any] | None = None
     elapsed_ms: float
     details: dict[str, Any] | None = None
 
@@ -75,6 +74,9 @@ class ServiceInfo(BaseModel):
     reference: str
     options_schema: dict[str, Any]
     engine: str | None = None
+    details: dict[str, Any] | None = Field(
+        None, description="What else the algorithm tells about itself (the ensemble: its "
+        "members, their versions, its model's leave-one-dataset-out figures).")
 
 
 class Options(BaseModel):
@@ -120,7 +122,8 @@ class Algorithm:
     not touch the network or global state beyond caches, so that the same function
     runs in-process, in a worker process behind HTTP, or on a cluster.
     `engine` names what actually runs (for example Boilerpipe's `java` or `python`);
-    `warm_up` is called once per worker process before it is marked ready.
+    `warm_up` is called once per worker process before it is marked ready; `details`
+    gives /info's optional `details`.
     """
 
     name: str
@@ -131,6 +134,7 @@ class Algorithm:
     extract: ExtractFn
     engine: Callable[[], str | None] = field(default=lambda: None)
     warm_up: Callable[[], None] = field(default=lambda: None)
+    details: Callable[[], dict[str, Any] | None] = field(default=lambda: None)
 
     def info(self) -> ServiceInfo:
         return ServiceInfo(
@@ -140,6 +144,7 @@ class Algorithm:
             reference=self.reference,
             options_schema=self.options_model.model_json_schema(),
             engine=self.engine(),
+            details=self.details(),
         )
 
     def run(self, html: str, options: dict[str, Any] | Options | None = None,

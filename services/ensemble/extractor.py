@@ -27,6 +27,7 @@ from services.ensemble.members import HttpMembers, MemberAnswer, ask_in_process
 from services.ensemble.model import default_model
 from services.fusion.features import page_features, stoplists
 from shared.contract import Algorithm, Block, Extraction, Options
+from shared.registry import SERVICES
 from shared.settings import ServiceSettings
 
 
@@ -96,6 +97,28 @@ def _warm_up() -> None:
             ask_in_process(name, "<html><body><p>warm up</p></body></html>", None)
 
 
+def _details() -> dict[str, Any]:
+    """/info's details: the members (version where installed here, URL where asked over
+    HTTP, whether asked by default) and the model's leave-one-dataset-out figures."""
+    model = default_model()
+    urls = ServiceSettings().member_urls
+    members: dict[str, dict[str, Any]] = {}
+    for name in model.members:
+        try:
+            member_version: str | None = SERVICES[name].algorithm().version
+        except Exception:  # not installed here: reached over HTTP or missing
+            member_version = None
+        members[name] = {"version": member_version, "url": urls.get(name),
+                         "default": name in model.default_members}
+    evaluation = model.metadata.get("evaluation", {})
+    return {"members": members,
+            "leave_one_dataset_out": {k: evaluation.get(k) for k in
+                                      ("metric", "default_members", "all_members",
+                                       "no_member", "mean")},
+            "learned_members": model.metadata.get("learned_members"),
+            "trained_on": [d["name"] for d in model.metadata.get("datasets", [])]}
+
+
 def _description() -> str:
     return ("A learned combiner over the other services: each member's extraction mapped "
             "onto the page's text blocks, with fusion's block measures, decided by "
@@ -113,4 +136,5 @@ ALGORITHM = Algorithm(
     options_model=EnsembleOptions,
     extract=extract,
     warm_up=_warm_up,
+    details=_details,
 )

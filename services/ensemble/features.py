@@ -18,6 +18,7 @@ plain number below every real value (not NaN), so any tree evaluator handles it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -32,7 +33,8 @@ from shared.tokens import tokenize
 
 Matrix = npt.NDArray[np.float64]
 MISSING = -1.0
-MEMBER_FIGURES = ("answered", "support", "own_label", "own_score")
+MEMBER_FIGURES = ("answered", "support", "support_prev", "support_next", "page_share",
+                  "own_label", "own_score")
 SUMMARY = ("members_answered", "mean_support", "vote_share", "mean_support_prev",
            "mean_support_next")
 _LOOKAHEAD = 8
@@ -84,31 +86,43 @@ def member_figures(page: PageFeatures, answer: MemberAnswer) -> MemberFigures | 
             if k == end:
                 continue
             label[i] = float(theirs[k].is_content)
-            if theirs[k].score is not None:
-                score[i] = float(np.clip(theirs[k].score, -1e6, 1e6))
+            their_score = theirs[k].score
+            if their_score is not None and math.isfinite(their_score):
+                score[i] = min(max(float(their_score), -1e6), 1e6)
             j = k + 1
     return MemberFigures(support, label, score)
 
 
-def combine(fusion: Matrix, figures: Sequence[MemberFigures | None]) -> Matrix:
+def _neighbours(values: Matrix) -> tuple[Matrix, Matrix]:
+    """Each row's previous and next value (its own at the page's ends)."""
+    if not len(values):
+        return values, values
+    return np.r_[values[:1], values[:-1]], np.r_[values[1:], values[-1:]]
+
+
+def combine(fusion: Matrix, words: Matrix, figures: Sequence[MemberFigures | None]) -> Matrix:
     """The combiner's matrix: fusion's columns, each member's figures (MISSING where it
-    did not answer), then the summary over the members that did."""
+    did not answer), then the summary over the members that did. `words`: each block's
+    number of tokens (a member's page share is the share of the page's words it keeps)."""
     n = len(fusion)
     columns = [fusion]
     answered = [f for f in figures if f is not None]
+    total = max(float(words.sum()), 1.0)
     for f in figures:
         if f is None:
-            columns.append(np.tile([0.0, MISSING, MISSING, MISSING], (n, 1)))
+            columns.append(np.tile([0.0, *[MISSING] * (len(MEMBER_FIGURES) - 1)], (n, 1)))
         else:
-            columns.append(np.column_stack([np.ones(n), f.support, f.own_label, f.own_score]))
+            prev, nxt = _neighbours(f.support)
+            share = np.full(n, float(f.support @ words) / total)
+            columns.append(np.column_stack([np.ones(n), f.support, prev, nxt, share,
+                                            f.own_label, f.own_score]))
     if answered:
         supports = np.column_stack([f.support for f in answered])
         mean = supports.mean(axis=1)
         votes = (supports > 0.5).mean(axis=1)
     else:
         mean = votes = np.full(n, MISSING)
-    prev = np.r_[mean[:1], mean[:-1]] if n else mean
-    nxt = np.r_[mean[1:], mean[-1:]] if n else mean
+    prev, nxt = _neighbours(mean)
     columns.append(np.column_stack([np.full(n, float(len(answered))), mean, votes, prev, nxt]))
     matrix: Matrix = np.hstack(columns) if n else np.zeros((0, sum(c.shape[1] for c in columns)))
     return matrix
@@ -119,5 +133,9 @@ def page_matrix(page: PageFeatures, answers: Mapping[str, MemberAnswer],
     """The combiner's matrix of a page for the model's member list; a member absent
     from `answers` counts as not answering."""
     missing = MemberAnswer("", None, None)
-    return combine(page.matrix, [member_figures(page, answers.get(m, missing))
-                                 for m in members])
+    return combine(page.matrix, token_counts(page.tokens),
+                   [member_figures(page, answers.get(m, missing)) for m in members])
+
+
+def token_counts(tokens: Sequence[Sequence[str]]) -> Matrix:
+    return np.array([len(t) for t in tokens], dtype=np.float64)

@@ -41,6 +41,7 @@ from services.ensemble.features import (
     block_support,
     combine,
     member_figures,
+    token_counts,
 )
 from services.ensemble.members import MemberAnswer
 from services.ensemble.model import EnsembleModel, dump_model, read_model
@@ -48,9 +49,19 @@ from services.fusion.features import page_features
 from services.fusion.training import stack
 from shared.blockmap import CONTENT_SHARE
 from shared.decoding import NotHTMLError
-from shared.gbdt import Gbdt, decide, train_gbdt
-from shared.training import Page, load_page, mean_f1_by_dataset, overall, page_ids, word_f1
+from shared.gbdt import Gbdt, decide
+from shared.learners import TreeParams, train_gbdt
 from shared.tokens import tokenize
+from shared.training import (
+    CHECK_PAGES,
+    Page,
+    load_page,
+    mean_f1_by_dataset,
+    overall,
+    page_f1,
+    page_ids,
+    word_f1,
+)
 
 # Every algorithm service but rss (it needs a feed), the ensemble itself and the
 # learned ones (see the module docstring).
@@ -60,17 +71,14 @@ LEARNED_MEMBERS = ("fusion", "density")
 CUTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65)
 KERNELS: tuple[tuple[float, ...], ...] = ((1.0,), (0.25, 0.5, 0.25), (0.15, 0.7, 0.15))
 DEFAULT_TOLERANCE = 0.005
+CHECK_ROWS = 16  # feature rows whose probabilities are recorded
 
 
 @dataclass(frozen=True)
 class Hyperparameters:
-    trees: int = 120
-    depth: int = 5
-    learning_rate: float = 0.1
-    l2: float = 1.0
-    bins: int = 48
-    min_child_weight: float = 1e-2
-    subsample: float = 0.5
+    trees: TreeParams = field(default_factory=lambda: TreeParams(
+        trees=150, learning_rate=0.1, leaves=31, min_child_samples=50, l2=1.0,
+        feature_fraction=0.8, bagging_fraction=0.5))
     relative_cut: float = 0.5
 
 
@@ -92,7 +100,8 @@ class EnsemblePage:
     def matrix(self, members: Sequence[str], kept: Sequence[str] | None = None) -> Matrix:
         """The combiner's matrix with only `kept` members answering (default: all)."""
         keep = set(members if kept is None else kept)
-        return combine(self.fusion, [self.figures[m] if m in keep else None for m in members])
+        return combine(self.fusion, token_counts(self.tokens),
+                       [self.figures[m] if m in keep else None for m in members])
 
     def as_page(self, features: Matrix) -> Page:
         return Page(self.dataset, self.page_id, features, self.labels, self.tokens, self.gold)
@@ -142,9 +151,7 @@ def training_rows(pages: Sequence[EnsemblePage], members: Sequence[str], seed: i
 def fit(pages: Sequence[EnsemblePage], members: Sequence[str], hp: Hyperparameters,
         seed: int) -> Gbdt:
     x, y, w = stack(training_rows(pages, members, seed))
-    return train_gbdt(x, y, w, trees=hp.trees, depth=hp.depth, learning_rate=hp.learning_rate,
-                      l2=hp.l2, bins=hp.bins, min_child_weight=hp.min_child_weight,
-                      subsample=hp.subsample, seed=seed)
+    return train_gbdt(x, y, w, hp.trees, seed)
 
 
 def single_service_f1(pages: Sequence[EnsemblePage], services: Sequence[str]
@@ -228,6 +235,25 @@ def frontier(pages: Sequence[EnsemblePage], lodo: Lodo, members: Sequence[str],
     return steps
 
 
+def checks(model: EnsembleModel, pages: Sequence[EnsemblePage], kept: Sequence[str]
+           ) -> dict[str, Any]:
+    """Recorded outputs for the test that the model file and the code reproduce training:
+    the word F1 of the first pages of each dataset with the default members answering
+    (in-process), and the probabilities of a few of their rows."""
+    firsts: dict[str, list[EnsemblePage]] = {}
+    for page in pages:
+        chosen = firsts.setdefault(page.dataset, [])
+        if len(chosen) < CHECK_PAGES:
+            chosen.append(page)
+    scores = {name: {p.page_id: round(page_f1(p.as_page(p.fusion),
+                                              model.decide(p.matrix(model.members, kept))[1]), 6)
+                     for p in chosen} for name, chosen in firsts.items()}
+    matrix = np.vstack([p.matrix(model.members, kept) for c in firsts.values() for p in c])
+    matrix = matrix[:: max(1, len(matrix) // CHECK_ROWS)][:CHECK_ROWS]
+    return {"page_word_f1": scores, "rows": matrix.tolist(),
+            "probabilities": model.probabilities(matrix).tolist()}
+
+
 def default_members(steps: Sequence[dict[str, Any]]) -> list[str]:
     """The cheapest set on the frontier within DEFAULT_TOLERANCE of the full set's F1."""
     full = steps[0]["mean_f1"]
@@ -268,6 +294,10 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameter
     }
     model = EnsembleModel(fit(pages, members, hp, seed), members, tuple(chosen), cut, kernel,
                           hp.relative_cut, meta)
+    model = EnsembleModel.from_json(model.to_json())  # as the file will load it
+    meta["training_f1"] = scores_at(
+        pages, [model.probabilities(p.matrix(members, chosen)) for p in pages], kernel, cut, hp)
+    meta["checks"] = checks(model, pages, chosen)
     dump_model(model, out)
     log(f"wrote {out}")
     return read_model(out)
