@@ -16,7 +16,9 @@ one run:
   in-process, decode + the pure extractor; and over HTTP, the real service started
   by LocalStack on a free port, raw text/html bodies, one keep-alive HTTP/1.1
   connection (http.client, KeepAliveClient), sequential requests (latency, not
-  throughput).
+  throughput). The ensemble runs over HTTP with its default members, each its own
+  service on a free port that it asks at once: its wall time includes theirs, and
+  its CPU and memory figures count every process of that stack.
 
 Every in-process target runs in a fresh subprocess (so imports, caches and peak
 memory are its own); per-page times, in-process and over HTTP (with the paired

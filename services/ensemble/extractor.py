@@ -5,17 +5,19 @@ every answer is mapped onto the page's text blocks next to fusion's block measur
 (services/ensemble/features.py), and gradient-boosted trees (services/ensemble/model.py,
 trained by `boilerbench train ensemble`, leave-one-dataset-out) decide each block.
 
-Members are reached over HTTP where a URL is configured for them (BOILERBENCH_MEMBER_URLS,
-all asked at once, each within BOILERBENCH_MEMBER_TIME_LIMIT_S) and run inside this
-process otherwise. A member that is missing, down, slow or failing is a missing feature:
-the trees were trained with members dropped at random. The reply's `details` names the
-members asked, those that answered and why the others did not; `fallback` is true when
-none answered and the blocks were decided on the page's own features alone.
+Members are reached over HTTP where a URL is configured for them
+(BOILERBENCH_MEMBER_URLS, all asked at once, each within BOILERBENCH_MEMBER_TIME_LIMIT_S)
+and run inside this process otherwise (one after the other; those not started within
+that time are left out). A member that is missing, down, slow or failing is a missing
+feature: the trees were trained with members dropped at random. The reply's `details`
+names the members asked, those that answered and why the others did not; `fallback` is
+true when none answered and the blocks were decided on the page's own features alone.
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from concurrent.futures import Future
 from importlib.metadata import version
 from typing import Any
@@ -50,6 +52,15 @@ class EnsembleOptions(Options):
 
 
 @functools.cache
+def member_time_limit() -> float:
+    """How long the members may take on a page: BOILERBENCH_MEMBER_TIME_LIMIT_S, at most
+    half the service's time limit (over HTTP: each member's; in this process: all of
+    them together, the members not started by then count as missing)."""
+    settings = ServiceSettings()
+    return min(settings.member_time_limit_s, settings.time_limit_s / 2)
+
+
+@functools.cache
 def http_members() -> HttpMembers | None:
     """The members configured with a URL, or None (every member in-process)."""
     settings = ServiceSettings()
@@ -57,11 +68,11 @@ def http_members() -> HttpMembers | None:
             if name in default_model().members}
     if not urls:
         return None
-    limit = min(settings.member_time_limit_s, settings.time_limit_s / 2)
-    return HttpMembers(urls, limit, settings.token)
+    return HttpMembers(urls, member_time_limit(), settings.token)
 
 
 def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extraction:
+    started = time.perf_counter()
     model = default_model()
     names = list(model.default_members if options.members is None else options.members)
     http = http_members()
@@ -69,7 +80,16 @@ def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extr
     if http is not None:
         pending = http.submit([n for n in names if n in http.urls], html, url)
     page = page_features(html)  # while the members over HTTP work
-    answers = {n: ask_in_process(n, html, url) for n in names if n not in pending}
+    answers: dict[str, MemberAnswer] = {}
+    budget_end = started + member_time_limit()
+    for name in names:
+        if name in pending:
+            continue
+        if time.perf_counter() > budget_end:  # a huge page: keep within the time limit
+            answers[name] = MemberAnswer(name, None, None, error="the page's time for "
+                                         "members in this process was spent")
+            continue
+        answers[name] = ask_in_process(name, html, url)
     answers.update({n: future.result() for n, future in pending.items()})
     smoothed, keep = model.decide(page_matrix(page, answers, model.members))
     blocks = [
