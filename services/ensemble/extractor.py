@@ -91,7 +91,8 @@ def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extr
             continue
         answers[name] = ask_in_process(name, html, url)
     answers.update({n: future.result() for n, future in pending.items()})
-    smoothed, keep = model.decide(page_matrix(page, answers, model.members))
+    smoothed, keep = model.decide(page_matrix(page, answers, model.members,
+                                              model.fusion_columns))
     blocks = [
         Block(text=block.text, is_content=bool(kept), score=round(float(p), 4), path=block.path)
         for block, p, kept in zip(page.blocks, smoothed, keep, strict=True)

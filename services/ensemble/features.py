@@ -40,10 +40,18 @@ SUMMARY = ("members_answered", "mean_support", "vote_share", "mean_support_prev"
 _LOOKAHEAD = 8
 
 
-def feature_names(members: Sequence[str]) -> tuple[str, ...]:
-    """The columns of the combiner's matrix for a member list, in order."""
-    return (*FUSION_FEATURES, *(f"{m}_{f}" for m in members for f in MEMBER_FIGURES),
-            *SUMMARY)
+def feature_names(members: Sequence[str], fusion: Sequence[str] = FUSION_FEATURES
+                  ) -> tuple[str, ...]:
+    """The columns of the combiner's matrix for a member list, in order: `fusion`, the
+    fusion measures it uses (by default all that fusion computes)."""
+    return (*fusion, *(f"{m}_{f}" for m in members for f in MEMBER_FIGURES), *SUMMARY)
+
+
+def fusion_columns(names: Sequence[str]) -> list[int]:
+    """Where fusion's measures `names` sit in fusion's matrix (KeyError for a measure
+    fusion no longer computes): a model keeps working when fusion gains measures."""
+    index = {name: i for i, name in enumerate(FUSION_FEATURES)}
+    return [index[name] for name in names]
 
 
 @dataclass(frozen=True)
@@ -129,11 +137,13 @@ def combine(fusion: Matrix, words: Matrix, figures: Sequence[MemberFigures | Non
 
 
 def page_matrix(page: PageFeatures, answers: Mapping[str, MemberAnswer],
-                members: Sequence[str]) -> Matrix:
-    """The combiner's matrix of a page for the model's member list; a member absent
-    from `answers` counts as not answering."""
+                members: Sequence[str], columns: Sequence[int] | None = None) -> Matrix:
+    """The combiner's matrix of a page for the model's member list (`columns`: of
+    fusion's matrix, default all); a member absent from `answers` counts as not
+    answering."""
     missing = MemberAnswer("", None, None)
-    return combine(page.matrix, token_counts(page.tokens),
+    fusion = page.matrix if columns is None else page.matrix[:, list(columns)]
+    return combine(fusion, token_counts(page.tokens),
                    [member_figures(page, answers.get(m, missing)) for m in members])
 
 

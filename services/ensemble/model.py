@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from services.ensemble.features import Matrix, feature_names
+from services.ensemble.features import Matrix, feature_names, fusion_columns
+from services.fusion.features import FEATURES as FUSION_FEATURES
 from shared.gbdt import Gbdt, decide
 from shared.modelfile import read_json, write_json
 
@@ -38,6 +39,7 @@ class EnsembleModel:
     smoothing: tuple[float, ...]
     relative_cut: float
     metadata: dict[str, Any]
+    fusion_features: tuple[str, ...] = FUSION_FEATURES
 
     def probabilities(self, features: Matrix) -> Matrix:
         return self.gbdt.probabilities(features)
@@ -48,7 +50,8 @@ class EnsembleModel:
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": FORMAT_VERSION,
-                "features": list(feature_names(self.members)), "members": list(self.members),
+                "features": list(feature_names(self.members, self.fusion_features)),
+                "members": list(self.members),
                 "default_members": list(self.default_members), "cut": self.cut,
                 "smoothing": list(self.smoothing), "relative_cut": self.relative_cut,
                 "gbdt": self.gbdt.to_json(), "metadata": self.metadata}
@@ -58,12 +61,19 @@ class EnsembleModel:
         if data.get("format") != FORMAT or data.get("version") != FORMAT_VERSION:
             raise ValueError(f"not a {FORMAT} file of version {FORMAT_VERSION}")
         members = tuple(str(m) for m in data["members"])
-        if tuple(data["features"]) != feature_names(members):
+        names = tuple(str(f) for f in data["features"])
+        fusion = names[:len(names) - len(feature_names(members, ()))]
+        if names != feature_names(members, fusion) or not set(fusion) <= set(FUSION_FEATURES):
             raise ValueError("the model's features are not the ones this code computes")
         return cls(Gbdt.from_json(data["gbdt"]), members,
                    tuple(str(m) for m in data["default_members"]), float(data["cut"]),
                    tuple(float(v) for v in data["smoothing"]), float(data["relative_cut"]),
-                   dict(data["metadata"]))
+                   dict(data["metadata"]), fusion)
+
+    @functools.cached_property
+    def fusion_columns(self) -> list[int]:
+        """The columns of fusion's matrix this model was trained on."""
+        return fusion_columns(self.fusion_features)
 
 
 def dump_model(model: EnsembleModel, path: Path) -> None:
