@@ -1,7 +1,7 @@
 """The ensemble's members chosen by cost: F1 against CPU per page, from its model file.
 
     python benchmarks/ensemble_members.py [--model services/ensemble/model/ensemble-v1.json]
-                                          [--out benchmarks/results]
+                                          [--out benchmarks/results] [--singles]
 
 `boilerbench train ensemble` measures the frontier while it trains: starting from every
 member, it drops one member at a time, the one whose loss costs least held-out word F1
@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 import common  # noqa: F401  (puts the repository on sys.path)
@@ -26,7 +28,12 @@ import matplotlib
 matplotlib.use("svg")
 import matplotlib.pyplot as plt
 
+from services.ensemble.cache import member_answers
 from services.ensemble.model import DEFAULT_MODEL, read_model
+from services.ensemble.training import LEARNED_MEMBERS, TRAINING_MEMBERS
+from shared.datasets import dataset_dir
+from shared.tokens import tokenize
+from shared.training import load_page, page_ids, word_f1
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -58,6 +65,38 @@ def markdown(steps: Sequence[dict[str, Any]], default: Sequence[str], trained: s
     return "\n".join(lines) + "\n"
 
 
+def singles_table(datasets: Sequence[str], lodo: dict[str, float]) -> str:
+    """Each member alone (in-process, default options, from the cache of their answers
+    that training filled) beside the ensemble's leave-one-dataset-out figures."""
+    folders = [f for f in (dataset_dir(d) for d in datasets) if f is not None]
+    members = (*TRAINING_MEMBERS, *LEARNED_MEMBERS)
+    answers = member_answers(folders, members)
+    scores: dict[str, dict[str, list[float]]] = {m: {} for m in members}
+    for folder in folders:
+        for page_id in page_ids(folder):
+            if (folder.name, page_id) not in answers:
+                continue
+            gold = Counter(tokenize(load_page(folder, page_id)[1]))
+            for member, answer in answers[(folder.name, page_id)].items():
+                f1 = word_f1(Counter(tokenize(answer.text or "")), gold)
+                scores[member].setdefault(folder.name, []).append(f1)
+    names = [f.name for f in folders]
+    lines = ["", "## Each service alone", "",
+             "Bag-of-words word F1, mean per page, in-process with default options. fusion "
+             "and density (learned) are in-sample where their shipped models were trained "
+             "on the dataset; the ensemble's row is leave-one-dataset-out (default members).",
+             "", "| service | " + " | ".join(names) + " | mean |",
+             "|---|" + "---:|" * (len(names) + 1)]
+    for member in members:
+        row = [fmean(scores[member][n]) for n in names]
+        lines.append(f"| {member} | " + " | ".join(f"{v:.4f}" for v in row)
+                     + f" | {fmean(row):.4f} |")
+    row = [lodo[n] for n in names]
+    lines.append("| **ensemble (LODO)** | " + " | ".join(f"{v:.4f}" for v in row)
+                 + f" | {fmean(row):.4f} |")
+    return "\n".join(lines) + "\n"
+
+
 def plot(steps: Sequence[dict[str, Any]], default: Sequence[str], path: Path) -> None:
     figure, axes = plt.subplots(figsize=(7, 4.5))
     cpu = [s["member_cpu_ms"] for s in steps]
@@ -84,13 +123,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--singles", action="store_true",
+                        help="Add each member alone per dataset (from the answers' cache; "
+                        "computed first where it is missing).")
     args = parser.parse_args(argv)
     model = read_model(args.model)
     steps = model.metadata["evaluation"]["frontier"]
     trained = ", ".join(d["name"] for d in model.metadata["datasets"])
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ensemble_members.md").write_text(
-        markdown(steps, model.default_members, trained), encoding="utf-8")
+    text = markdown(steps, model.default_members, trained)
+    if args.singles:
+        text += singles_table([d["name"] for d in model.metadata["datasets"]],
+                              model.metadata["evaluation"]["default_members"])
+    (args.out / "ensemble_members.md").write_text(text, encoding="utf-8")
     plot(steps, model.default_members, args.out / "ensemble_members.svg")
     print(f"wrote {args.out / 'ensemble_members.md'} and {args.out / 'ensemble_members.svg'}",
           file=sys.stderr)

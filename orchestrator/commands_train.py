@@ -72,6 +72,10 @@ def ensemble(
     seed: Annotated[int, typer.Option(help="Random seed (training is deterministic).")] = 0,
     workers: Annotated[int, typer.Option(
         help="Processes that compute the members' answers and the pages' features.")] = 2,
+    costs_from: Annotated[Path | None, typer.Option(
+        help="Choose the members by the CPU costs recorded in this model file instead of "
+        "the ones measured now (reproduces that file byte for byte).",
+        exists=True, dir_okay=False)] = None,
 ) -> None:
     """Train the ensemble's combiner leave-one-dataset-out, choose its default members by
     cost, fit it on every page and write its model file. The members' answers are cached
@@ -82,7 +86,13 @@ def ensemble(
     if len(dataset) < 2:
         raise typer.BadParameter("give at least two datasets", param_hint="--dataset")
     out = out or DEFAULT_MODEL
-    model = train_ensemble(dataset, out, seed=seed, workers=workers, log=console.print)
+    costs = None
+    if costs_from is not None:
+        from services.ensemble.model import read_model
+
+        costs = read_model(costs_from).metadata["member_cpu_ms"]
+    model = train_ensemble(dataset, out, seed=seed, workers=workers, costs=costs,
+                           log=console.print)
     evaluation = model.metadata["evaluation"]
     console.print(f"leave-one-dataset-out word F1 (default members "
                   f"{', '.join(model.default_members)}): {evaluation['default_members']}; "

@@ -56,6 +56,7 @@ from shared.training import (
     CHECK_PAGES,
     Page,
     load_page,
+    lodo_record,
     mean_f1_by_dataset,
     overall,
     page_f1,
@@ -208,12 +209,18 @@ def choose_rule(pages: Sequence[EnsemblePage], probabilities: Sequence[Matrix],
     return best[1], best[2], best[3]
 
 
+def member_costs(pages: Sequence[EnsemblePage], members: Sequence[str]) -> dict[str, float]:
+    """Each member's mean CPU milliseconds per page, as measured while its answers were
+    computed (in-process)."""
+    return {m: round(float(np.mean([p.cpu_ms.get(m, 0.0) for p in pages])), 3)
+            for m in members}
+
+
 def frontier(pages: Sequence[EnsemblePage], lodo: Lodo, members: Sequence[str],
-             kernel: Sequence[float], cut: float, hp: Hyperparameters,
-             log: Callable[[str], None]) -> list[dict[str, Any]]:
+             cost: dict[str, float], kernel: Sequence[float], cut: float,
+             hp: Hyperparameters, log: Callable[[str], None]) -> list[dict[str, Any]]:
     """Greedy backward removal: from every member down to none, each step drops the
-    member whose loss costs least held-out F1 per CPU millisecond saved."""
-    cost = {m: float(np.mean([p.cpu_ms.get(m, 0.0) for p in pages])) for m in members}
+    member whose loss costs least held-out F1 per CPU millisecond saved (`cost`)."""
 
     def evaluate(kept: Sequence[str]) -> dict[str, Any]:
         scores = scores_at(pages, lodo.probabilities(pages, members, kept), kernel, cut, hp)
@@ -262,7 +269,11 @@ def default_members(steps: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameters | None = None,
-          workers: int = 2, log: Callable[[str], None] = lambda _: None) -> EnsembleModel:
+          workers: int = 2, costs: dict[str, float] | None = None,
+          log: Callable[[str], None] = lambda _: None) -> EnsembleModel:
+    """Evaluate and choose leave-one-dataset-out, fit on every page, write `out`.
+    `costs`: the members' CPU ms per page to choose by (default: measured now, while
+    their answers were computed; a model file's recorded ones reproduce that file)."""
     hp = hp or Hyperparameters()
     members = TRAINING_MEMBERS
     pages = load_pages(datasets, (*members, *LEARNED_MEMBERS), workers, log)
@@ -271,13 +282,19 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameter
     full = lodo.probabilities(pages, members, members)
     cut, kernel, full_scores = choose_rule(pages, full, hp)
     log(f"rule: cut {cut}, smoothing {kernel}: {full_scores}")
-    steps = frontier(pages, lodo, members, kernel, cut, hp, log)
+    costs = costs or member_costs(pages, members)
+    steps = frontier(pages, lodo, members, costs, kernel, cut, hp, log)
     chosen = default_members(steps)
     chosen_scores = next(s for s in steps if s["members"] == chosen)["word_f1"]
     none_scores = steps[-1]["word_f1"]
     meta: dict[str, Any] = {
         "trained_by": "boilerbench train ensemble",
         "seed": seed,
+        "trained_on": [d.name for d in datasets],
+        "leave_one_dataset_out": lodo_record(chosen_scores, [p.as_page(p.fusion)
+                                                             for p in pages]),
+        "member_cpu_ms": {m: costs[m] for m in members},
+        "members_alone": single_service_f1(pages, (*members, *LEARNED_MEMBERS)),
         "datasets": [{"name": d.name, "pages": sum(p.dataset == d.name for p in pages)}
                      for d in datasets],
         "hyperparameters": asdict(hp),
