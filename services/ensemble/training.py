@@ -315,6 +315,8 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameter
     meta["training_f1"] = scores_at(
         pages, [model.probabilities(p.matrix(members, chosen)) for p in pages], kernel, cut, hp)
     meta["checks"] = checks(model, pages, chosen)
+    model = EnsembleModel(model.gbdt, members, tuple(chosen), cut, kernel, hp.relative_cut,
+                          meta)
     dump_model(model, out)
     log(f"wrote {out}")
     return read_model(out)
