@@ -32,6 +32,11 @@ from shared.contract import Algorithm, Block, Extraction, Options
 from shared.registry import SERVICES
 from shared.settings import ServiceSettings
 
+# Pages past these sizes (ten times the largest labelled page's) get no in-process
+# members: the ensemble then costs what fusion does, and stays within its time limit.
+MAX_BLOCKS = 10_000
+MAX_WORDS = 300_000
+
 
 class EnsembleOptions(Options):
     members: list[str] | None = Field(
@@ -82,14 +87,18 @@ def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extr
     page = page_features(html)  # while the members over HTTP work
     answers: dict[str, MemberAnswer] = {}
     budget_end = started + member_time_limit()
+    huge = len(page.blocks) > MAX_BLOCKS or sum(map(len, page.tokens)) > MAX_WORDS
     for name in names:
         if name in pending:
             continue
-        if time.perf_counter() > budget_end:  # a huge page: keep within the time limit
+        if huge:  # each member would parse it again: the time limit would run out
+            answers[name] = MemberAnswer(name, None, None, error="the page is too large "
+                                         "to run members in this process")
+        elif time.perf_counter() > budget_end:
             answers[name] = MemberAnswer(name, None, None, error="the page's time for "
                                          "members in this process was spent")
-            continue
-        answers[name] = ask_in_process(name, html, url)
+        else:
+            answers[name] = ask_in_process(name, html, url)
     answers.update({n: future.result() for n, future in pending.items()})
     smoothed, keep = model.decide(page_matrix(page, answers, model.members,
                                               model.fusion_columns))
