@@ -1,13 +1,13 @@
 """The ensemble over HTTP while its members go down: every page answered, how much F1 is lost.
 
-    python benchmarks/ensemble_degraded.py [--dataset scrapinghub] [--stop a,b] [--limit N]
-                                           [--out benchmarks/results]
+    python benchmarks/ensemble_degraded.py [--dataset scrapinghub] [--members all|a,b,...]
+                                           [--stop a,b] [--limit N] [--out benchmarks/results]
 
-Starts the ensemble's default members and the ensemble as real local processes (each on
-a free port, the ensemble told their URLs), then sends every page of the dataset three
-times: with every member up, with the members of --stop killed (default: the two
-default members whose answers the combiner leans on most, the first two of the model's
-member order among the defaults), and with every member killed. For each round: replies
+Starts the members (default: every member of the model) and the ensemble as real local
+processes (each on a free port, the ensemble told their URLs), then sends every page of
+the dataset, asking for those members, three times: with every member up, with the
+members of --stop killed (default: the last two the member frontier keeps, the ones
+its accuracy leans on most), and with every member killed. For each round: replies
 by HTTP status, mean bag-of-words word F1 (orchestrator.scoring), and the replies that
 say `fallback`. Writes ensemble_degraded.md.
 """
@@ -36,12 +36,13 @@ from shared.training import load_page, page_ids
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def run_round(client: httpx.Client, url: str, pages: Sequence[tuple[str, str]]
-              ) -> dict[str, Any]:
+def run_round(client: httpx.Client, url: str, pages: Sequence[tuple[str, str]],
+              members: Sequence[str]) -> dict[str, Any]:
     statuses: Counter[int] = Counter()
     scores, fallback = [], 0
     for html, gold in pages:
-        reply = client.post(f"{url}/extract", json={"html": html})
+        reply = client.post(f"{url}/extract",
+                            json={"html": html, "options": {"members": list(members)}})
         statuses[reply.status_code] += 1
         if reply.status_code == 200:
             body = reply.json()
@@ -56,6 +57,7 @@ def run_round(client: httpx.Client, url: str, pages: Sequence[tuple[str, str]]
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="scrapinghub")
+    parser.add_argument("--members", default="all")
     parser.add_argument("--stop", default=None)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -64,8 +66,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if folder is None:
         raise SystemExit(f"dataset {args.dataset!r} not found (see shared/datasets.py)")
     pages = [load_page(folder, i) for i in page_ids(folder)[:args.limit]]
-    members = list(default_model().default_members)
-    stop = args.stop.split(",") if args.stop else members[:2]
+    model = default_model()
+    members = list(model.members) if args.members == "all" else args.members.split(",")
+    frontier = model.metadata["evaluation"]["frontier"]
+    last_two = [step["dropped"] for step in frontier[-2:]]
+    stop = args.stop.split(",") if args.stop else last_two
     ports = {name: free_port() for name in [*members, "ensemble"]}
     urls = {name: f"http://127.0.0.1:{ports[name]}" for name in members}
     stack = LocalStack([*members, "ensemble"], ports=ports,
@@ -75,20 +80,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         url = f"http://127.0.0.1:{ports['ensemble']}"
         with httpx.Client(timeout=120.0) as client:
-            rounds["every member up"] = run_round(client, url, pages)
+            rounds["every member up"] = run_round(client, url, pages, members)
             for name in stop:
                 stack.kill(name)
-            rounds[f"stopped: {', '.join(stop)}"] = run_round(client, url, pages)
+            rounds[f"stopped: {', '.join(stop)}"] = run_round(client, url, pages, members)
             for name in members:
                 stack.kill(name)
-            rounds["every member stopped"] = run_round(client, url, pages)
+            rounds["every member stopped"] = run_round(client, url, pages, members)
     finally:
         stack.stop()
     date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     lines = ["# Ensemble with members down (over HTTP)", "",
              f"{date}; `python benchmarks/ensemble_degraded.py "
              f"{' '.join(sys.argv[1:] if argv is None else argv)}`; {len(pages)} pages of "
-             f"{args.dataset}; default members: {', '.join(members)}.", "",
+             f"{args.dataset}; members asked: {', '.join(members)}.", "",
              "| round | replies by status | word F1 (bag of words, mean per page) | "
              "fallback replies |", "|---|---|---:|---:|"]
     for name, result in rounds.items():
