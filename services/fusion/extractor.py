@@ -24,7 +24,7 @@ from shared.contract import Algorithm, Block, Extraction, Options
 class FusionOptions(Options):
     cut: float | None = Field(
         None, ge=0, le=1, description="Keep blocks whose smoothed probability reaches this; "
-        "default: the cut chosen by cross-validation at training time (in the model file).")
+        "default: the cut chosen leave-one-dataset-out at training time (in the model file).")
     smooth: bool = Field(
         True, description="Smooth the probabilities over neighbouring blocks with the "
         "model's kernel before the cut (off: each block on its own).")
