@@ -290,9 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     datasets = [name.strip() for name in args.datasets.split(",") if name.strip()]
     results: list[PageResult] = []
     todo: dict[str, list[str]] = {}  # dataset -> targets to compute
+    # Keyed by the code as it is before the run, which is the code that computes it.
+    paths = {(dataset, target): cache_file(args.cache, target, dataset, args.limit)
+             for dataset in datasets for target in (*services, BASELINE)}
     for dataset in datasets:
         for target in (*services, BASELINE):
-            path = cache_file(args.cache, target, dataset, args.limit)
+            path = paths[dataset, target]
             if not args.no_cache and path.is_file():
                 results += [PageResult.model_validate(r)
                             for r in json.loads(path.read_text(encoding="utf-8"))]
@@ -317,8 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             for target in targets:
                 mine = [r.model_dump(mode="json") for r in fresh
                         if r.dataset == dataset and r.service == target]
-                cache_file(args.cache, target, dataset, args.limit).write_text(
-                    json.dumps(mine), encoding="utf-8")
+                paths[dataset, target].write_text(json.dumps(mine), encoding="utf-8")
     results += fresh
     summary = summarize(results)
     command = "python benchmarks/quality.py " + " ".join(argv if argv is not None else sys.argv[1:])
