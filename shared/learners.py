@@ -1,23 +1,31 @@
-"""Training the learned services' classifiers with LightGBM, exported for numpy.
+"""Training the learned services' classifiers with well-kept libraries, exported for numpy.
 
-Training only (the `train` extra): the services evaluate the exported JSON with
-shared.gbdt and never import LightGBM. Training is deterministic for a given seed,
-data and LightGBM version: one thread, LightGBM's `deterministic` mode, row-wise
-histograms, and bagging and feature sampling drawn from the seed. Every feature is
+Boosted trees with LightGBM, the small neural network with scikit-learn's
+MLPClassifier. Training only (the `train` extra): the services evaluate the
+exported JSON with shared.gbdt and shared.mlp and never import either library.
+Training is deterministic for a given seed, data and library version: one thread
+(LightGBM's own, and the BLAS under scikit-learn's matrix products), LightGBM's
+`deterministic` mode with row-wise histograms, and every random draw (bagging,
+feature sampling, initial weights, batch order) from the seed. Every feature is
 numerical and finite (`use_missing` off), so each split is LightGBM's plain
 `x <= threshold`, which the export keeps as it is.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import lightgbm
 import numpy as np
 import numpy.typing as npt
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neural_network import MLPClassifier
+from threadpoolctl import threadpool_limits
 
 from shared.gbdt import Gbdt
+from shared.mlp import Mlp
 
 Matrix = npt.NDArray[np.float64]
 
@@ -115,3 +123,55 @@ def train_gbdt(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]
                params: TreeParams, seed: int) -> Gbdt:
     """Boosted trees trained by LightGBM (fit_booster) and exported (export_booster)."""
     return export_booster(fit_booster(x, y, w, params, seed))
+
+
+@dataclass(frozen=True)
+class NetworkParams:
+    """scikit-learn MLPClassifier's knobs: tanh hidden layers, Adam, a fixed number of
+    passes over the data (no early stopping, so the seed alone decides the result)."""
+
+    hidden: tuple[int, ...] = (16, 8)
+    epochs: int = 12
+    batch: int = 256
+    learning_rate: float = 0.003
+    l2: float = 1e-4
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def standardisation(x: Matrix) -> tuple[Matrix, Matrix]:
+    """Column means and standard deviations (1 where a column is constant)."""
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale == 0] = 1.0
+    return mean, scale
+
+
+def fit_network(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64],
+                params: NetworkParams, seed: int) -> tuple[MLPClassifier, Matrix, Matrix]:
+    """scikit-learn's MLPClassifier on standardised rows, and the standardisation."""
+    mean, scale = standardisation(x)
+    network = MLPClassifier(
+        hidden_layer_sizes=params.hidden, activation="tanh", solver="adam",
+        alpha=params.l2, batch_size=params.batch, learning_rate_init=params.learning_rate,
+        max_iter=params.epochs, shuffle=True, random_state=seed, tol=0.0,
+        n_iter_no_change=params.epochs + 1, early_stopping=False)
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # a fixed number of passes
+        network.fit((x - mean) / scale, y.astype(np.int64), sample_weight=w)
+    return network, mean, scale
+
+
+def export_network(network: MLPClassifier, mean: Matrix, scale: Matrix) -> Mlp:
+    """The network as a shared.mlp model giving the same probabilities."""
+    if network.activation != "tanh" or network.out_activation_ != "logistic":
+        raise ValueError("only a tanh network with one logistic output exports")
+    return Mlp(mean.copy(), scale.copy(), [np.array(c, dtype=np.float64) for c in network.coefs_],
+               [np.array(b, dtype=np.float64) for b in network.intercepts_])
+
+
+def train_mlp(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64],
+              params: NetworkParams, seed: int) -> Mlp:
+    """A neural network trained by scikit-learn (fit_network) and exported (export_network)."""
+    return export_network(*fit_network(x, y, w, params, seed))

@@ -19,6 +19,7 @@ import pytest
 
 from orchestrator.scoring import bag_f1
 from shared.contract import Algorithm
+from shared.gbdt import Gbdt
 from shared.html import parse_html, visible_text
 from shared.tokens import tokenize
 from shared.training import load_page, page_ids
@@ -117,3 +118,16 @@ def tar_bytes(members: Sequence[tarfile.TarInfo | tuple[str, bytes]], mode: str 
                 info.size = len(member[1])
                 archive.addfile(info, io.BytesIO(member[1]))
     return buffer.getvalue()
+
+
+def walk_trees(model: Gbdt, row: Sequence[float]) -> float:
+    """One row down each tree, node by node: the plain reading of the tree file format,
+    to check the vectorised evaluator against."""
+    total = model.base
+    for root in model.roots:
+        node = int(root)
+        while model.feature[node] >= 0:
+            goes_left = row[model.feature[node]] <= model.threshold[node]
+            node = int(model.left[node] if goes_left else model.right[node])
+        total += float(model.value[node])
+    return total

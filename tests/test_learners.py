@@ -1,5 +1,6 @@
-"""The shared trainer: LightGBM's own predictions against the numpy evaluator that the
-services run, on the block features of real pages, and the leave-one-dataset-out split."""
+"""The shared trainer: LightGBM's and scikit-learn's own predictions against the numpy
+evaluators that the services run, on the features of real pages, and the
+leave-one-dataset-out split."""
 
 from __future__ import annotations
 
@@ -8,10 +9,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from services.density.training import page_lines
 from services.fusion.training import page_blocks
 from shared.gbdt import Gbdt
-from shared.learners import TreeParams, export_booster, fit_booster
+from shared.learners import (
+    NetworkParams,
+    TreeParams,
+    export_booster,
+    export_network,
+    fit_booster,
+    fit_network,
+)
+from shared.mlp import Mlp
 from shared.training import Page, leave_one_dataset_out, load_datasets
+from tests.helpers import walk_trees
 
 PAGES_PER_DATASET = 5
 
@@ -19,18 +30,6 @@ PAGES_PER_DATASET = 5
 @pytest.fixture(scope="module")
 def pages(four_datasets: list[Path]) -> list[Page]:
     return load_datasets(four_datasets, page_blocks, "blocks", PAGES_PER_DATASET)[0]
-
-
-def walk(model: Gbdt, row: np.ndarray) -> float:
-    """One row down each tree, node by node: the plain reading of the file format."""
-    total = model.base
-    for root in model.roots:
-        node = int(root)
-        while model.feature[node] >= 0:
-            goes_left = row[model.feature[node]] <= model.threshold[node]
-            node = int(model.left[node] if goes_left else model.right[node])
-        total += model.value[node]
-    return total
 
 
 @pytest.mark.dataset
@@ -52,8 +51,27 @@ def test_exported_trees_give_lightgbm_logits_on_real_rows(pages: list[Page]) -> 
     rows = np.vstack([x, on_edges])
     expected = booster.predict(rows, raw_score=True)
     assert np.abs(model.logits(rows) - expected).max() < 1e-9
-    assert [walk(model, row) for row in rows[:50]] == pytest.approx(expected[:50], abs=1e-9)
+    assert [walk_trees(model, row) for row in rows[:50]] == pytest.approx(expected[:50], abs=1e-9)
     assert model.logits(rows[:0]).shape == (0,)
+
+
+@pytest.mark.dataset
+def test_exported_network_gives_scikit_learn_probabilities_on_real_rows(
+        four_datasets: list[Path]) -> None:
+    lines = load_datasets(four_datasets, page_lines, "lines", PAGES_PER_DATASET)[0]
+    x = np.vstack([p.features for p in lines])
+    y = np.concatenate([p.labels for p in lines])
+    params = NetworkParams(hidden=(16, 8), epochs=5, batch=64)
+    network, mean, scale = fit_network(x, y, np.linspace(0.5, 1.5, len(y)), params, seed=3)
+    model = Mlp.from_json(export_network(network, mean, scale).to_json())
+    expected = network.predict_proba((x - mean) / scale)[:, 1]
+    assert 0.05 < expected.mean() < 0.95  # it learned something of both classes
+    assert np.abs(model.probabilities(x) - expected).max() < 1e-12
+    moderate = (expected > 1e-6) & (expected < 1 - 1e-6)
+    logits = np.log(expected[moderate] / (1 - expected[moderate]))
+    assert np.abs(model.logits(x[moderate]) - logits).max() < 1e-9
+    again = export_network(*fit_network(x, y, np.linspace(0.5, 1.5, len(y)), params, seed=3))
+    assert again.to_json() == model.to_json()
 
 
 @pytest.mark.dataset

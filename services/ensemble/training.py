@@ -46,7 +46,6 @@ from services.ensemble.features import (
 from services.ensemble.members import MemberAnswer
 from services.ensemble.model import EnsembleModel, dump_model, read_model
 from services.fusion.features import page_features
-from services.fusion.training import stack
 from shared.blockmap import CONTENT_SHARE
 from shared.decoding import NotHTMLError
 from shared.gbdt import Gbdt, decide
@@ -61,6 +60,7 @@ from shared.training import (
     overall,
     page_f1,
     page_ids,
+    stack,
     word_f1,
 )
 
@@ -151,7 +151,8 @@ def training_rows(pages: Sequence[EnsemblePage], members: Sequence[str], seed: i
 
 def fit(pages: Sequence[EnsemblePage], members: Sequence[str], hp: Hyperparameters,
         seed: int) -> Gbdt:
-    x, y, w = stack(training_rows(pages, members, seed))
+    rows = training_rows(pages, members, seed)
+    x, y, w = stack(rows, rows[0].features.shape[1] if rows else 0)
     return train_gbdt(x, y, w, hp.trees, seed)
 
 
