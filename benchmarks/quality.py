@@ -71,6 +71,7 @@ def _model_metadata(module: str) -> Callable[[], dict[str, Any]]:
 LEARNED: dict[str, Callable[[], dict[str, Any]]] = {
     "fusion": _model_metadata("services.fusion.model"),
     "density": _model_metadata("services.density.model"),
+    "ensemble": _model_metadata("services.ensemble.model"),
 }
 LODO_SUFFIX = " (leave-one-dataset-out)"
 
