@@ -1,33 +1,45 @@
 """Quality gate: every registry service's extractor, in-process, over the datasets.
 
-    python benchmarks/quality.py [--datasets scrapinghub,cleaneval] [--services all|a,b]
-                                 [--out benchmarks/results] [--limit N] [--processes 2]
+    python benchmarks/quality.py [--datasets scrapinghub,cleaneval,chaos,cleanportaleval]
+                                 [--services all|a,b] [--out benchmarks/results]
+                                 [--limit N] [--processes 2] [--cache DIR | --no-cache]
 
 A service may carry options as `name:key=value` (e.g. `density:threshold=fixed`);
 `all` is every registry service with its defaults plus every other mode of the
 services that have modes (MODES below), so one command covers every service and mode.
 
 Runs each service's pure extractor (no HTTP) and the all-visible-text baseline
-on every page, scores them with orchestrator.scoring, and writes quality.md (mean
-word precision, recall and F1 by alignment and by bag of words, the
-article-extraction benchmark's shingle F1, precision and recall, and ROUGE-LSum,
-per service and dataset) and quality.json (the full summary). A service whose
-module does not import is reported as missing; a page it fails on counts as empty
-output. On a dataset with a `published/` folder of prediction files (scrapinghub),
-each file is scored too, as a row `<name> (published)`, so the services stand
-beside the figures the field publishes.
+on every page, scores them with orchestrator.scoring, and writes quality.md and
+quality.json. The headline table is one row per service and mode, one column per
+dataset: mean per-page bag-of-words word F1. A learned service (LEARNED) also gets a
+row of its leave-one-dataset-out figures, read from its model file's metadata (each
+dataset scored by a model trained on the other datasets), and its in-process figures
+on datasets it was trained on are marked in-sample. A detail table follows with
+precision, recall and F1 by alignment and by bag of words, the article-extraction
+benchmark's shingle F1, precision and recall, and ROUGE-LSum, per service and
+dataset. A service whose module does not import is reported as missing; a page it
+fails on counts as empty output. On a dataset with a `published/` folder of
+prediction files (scrapinghub), each file is scored too, as a row
+`<name> (published)`, so the services stand beside the figures the field publishes.
+
+Each service's page results are cached per dataset under --cache (git-ignored),
+keyed by a hash of the service's folder (code and model files) and of shared/, so a
+rerun only computes what changed.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import multiprocessing
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -46,8 +58,28 @@ from shared.registry import SERVICES  # noqa: E402
 
 BASELINE = "visible-text"
 RUN_ID = "quality"
+DATASETS = ("scrapinghub", "cleaneval", "chaos", "cleanportaleval")
 # Modes besides the default that `--services all` evaluates too.
 MODES = {"density": [f"density:threshold={mode}" for mode in ("fixed", "mean", "gaussian")]}
+
+
+def _model_metadata(module: str) -> Callable[[], dict[str, Any]]:
+    """The metadata of a service's shipped model (`module`.default_model())."""
+    def load() -> dict[str, Any]:
+        metadata: dict[str, Any] = __import__(module, fromlist=["default_model"]
+                                              ).default_model().metadata
+        return metadata
+    return load
+
+
+# Learned services: target -> its model's metadata, which holds `trained_on` (dataset
+# names) and `leave_one_dataset_out.word_f1` (dataset -> word F1). One line per service.
+LEARNED: dict[str, Callable[[], dict[str, Any]]] = {
+    "fusion": _model_metadata("services.fusion.model"),
+    "density": _model_metadata("services.density.model"),
+    "ensemble": _model_metadata("services.ensemble.model"),
+}
+LODO_SUFFIX = " (leave-one-dataset-out)"
 
 
 def parse_target(target: str) -> tuple[str, dict[str, str]]:
@@ -132,12 +164,18 @@ def importable(services: list[str]) -> tuple[list[str], dict[str, str]]:
     return ok, missing
 
 
-def dataset_tasks(name: str, services: tuple[str, ...], limit: int | None) -> list[PageTask]:
+# The suffix of a row of published prediction files (scrapinghub's `published/`).
+PUBLISHED = " (published)"
+
+
+def dataset_tasks(name: str, services: tuple[str, ...], limit: int | None,
+                  with_published: bool = True) -> list[PageTask]:
     folder = dataset_dir(name)
     if folder is None:
         raise SystemExit(f"dataset {name!r} not found (set BOILERBENCH_DATASETS)")
-    published = {f"{path.stem} (published)": read_predictions(path)
-                 for path in sorted((folder / "published").glob("*.json"))}
+    published = {f"{path.stem}{PUBLISHED}": read_predictions(path)
+                 for path in sorted((folder / "published").glob("*.json"))} \
+        if with_published else {}
     tasks = [PageTask(name, html.stem, html, folder / "content" / f"{html.stem}.txt", services,
                       tuple((row, texts.get(html.stem, "")) for row, texts in published.items()))
              for html in sorted((folder / "html").glob("*.html"))
@@ -145,20 +183,97 @@ def dataset_tasks(name: str, services: tuple[str, ...], limit: int | None) -> li
     return tasks[:limit] if limit else tasks
 
 
+TRAINING_ONLY = frozenset({"training.py", "learners.py"})  # shared/ modules no service runs
+
+
+def code_hash(target: str) -> str:
+    """A hash of everything a service's results depend on in this repository: its own
+    folder (code and model files) and shared/ (but its training-only modules)."""
+    name = parse_target(target)[0]
+    digest = hashlib.sha256(target.encode())
+    folders = [REPO / "shared"] + ([REPO / "services" / name] if name != BASELINE else [])
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts \
+                    and not (folder.name == "shared" and path.name in TRAINING_ONLY):
+                digest.update(str(path.relative_to(REPO)).encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def cache_file(cache: Path, target: str, dataset: str, limit: int | None) -> Path:
+    safe = target.replace(":", "_").replace("=", "-").replace("/", "_")
+    return cache / f"{safe}--{dataset}--{limit or 'all'}--{code_hash(target)}.json"
+
+
 def _f(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
 
 
-def markdown(summary: Summary, missing: dict[str, str], command: str, seconds: float) -> str:
+def learned_rows(targets: list[str]) -> tuple[dict[str, dict[str, float]], dict[str, set[str]]]:
+    """Leave-one-dataset-out rows of the learned services among `targets`, and the
+    datasets each was trained on."""
+    rows: dict[str, dict[str, float]] = {}
+    trained: dict[str, set[str]] = {}
+    for target in targets:
+        if target not in LEARNED:
+            continue
+        metadata = LEARNED[target]()
+        trained[target] = set(metadata.get("trained_on", []))
+        figures = metadata.get("leave_one_dataset_out", {}).get("word_f1", {})
+        if figures:
+            rows[target + LODO_SUFFIX] = {k: float(v) for k, v in figures.items()}
+    return rows, trained
+
+
+def headline(summary: Summary, datasets: list[str], lodo: dict[str, dict[str, float]],
+             trained: dict[str, set[str]]) -> list[str]:
+    """One row per service and mode (and per learned service's leave-one-dataset-out
+    figures), one column per dataset: mean per-page bag-of-words word F1."""
+    figures: dict[str, dict[str, float | None]] = {}
+    for row in summary.services:
+        if row.dataset in datasets:
+            figures.setdefault(row.service, {})[row.dataset] = \
+                row.levels["word_bag"].macro["f1"].mean if "word_bag" in row.levels else None
+    for name, values in lodo.items():
+        figures[name] = {d: values.get(d) for d in datasets}
+
+    def mean(values: dict[str, float | None]) -> float | None:
+        known = [values.get(d) for d in datasets]
+        return None if any(v is None for v in known) else \
+            sum(v for v in known if v is not None) / len(known)
+
+    lines = ["| service | " + " | ".join(datasets) + " | mean |",
+             "|---|" + "---:|" * (len(datasets) + 1)]
+    for name in sorted(figures, key=lambda n: -(mean(figures[n]) or 0.0)):
+        cells = []
+        for d in datasets:
+            value = figures[name].get(d)
+            mark = "*" if d in trained.get(name, set()) else ""
+            cells.append(_f(value) + mark)
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_f(mean(figures[name]))} |")
+    return lines
+
+
+def markdown(summary: Summary, missing: dict[str, str], command: str, seconds: float,
+             datasets: list[str], lodo: dict[str, dict[str, float]],
+             trained: dict[str, set[str]]) -> str:
     lines = ["# Extraction quality", "",
-             f"Command: `{command}` ({seconds:.0f} s wall time). Means over pages of per-page "
-             "word figures; alignment = LCS of extracted and gold tokens, bag = multiset "
-             "intersection. Errors count as empty output; pages a service refuses on purpose "
-             "(PageError, e.g. no feed) are skipped: left out of its means and counted. "
-             "Shingle: the article-extraction benchmark's metric (4-token shingles, F1 of the "
-             "precision and recall means); ROUGE-LSum: mean F1. `(published)` rows: the "
-             "prediction files upstream publishes; `in-sample`: a model scored on the test set "
-             "it was trained on.", "",
+             f"Command: `{command}` ({seconds:.0f} s wall time for what was not cached).", "",
+             "Mean per-page bag-of-words word F1, every service in-process with default "
+             "options (and every mode). A learned service's `(leave-one-dataset-out)` row "
+             "is its honest figure: each dataset scored by a model trained on the other "
+             "datasets (from its model file's metadata). `*` marks an in-sample figure "
+             "(the shipped model was trained on that dataset). `visible-text` is the "
+             "all-visible-text baseline.", "",
+             *headline(summary, datasets, lodo, trained), "",
+             "## Detail", "",
+             "Means over pages of per-page word figures; alignment = LCS of extracted and gold "
+             "tokens, bag = multiset intersection. Errors count as empty output; pages a "
+             "service refuses on purpose (PageError, e.g. no feed) are skipped: left out of "
+             "its means and counted. Shingle: the article-extraction benchmark's metric "
+             "(4-token shingles, F1 of the precision and recall means); ROUGE-LSum: mean F1. "
+             "`(published)` rows: the prediction files upstream publishes.", "",
              "| service | dataset | pages | errors | skipped | P (align) | R (align) | F1 (align) "
              "| P (bag) | R (bag) | F1 (bag) | shingle F1 | shingle P | shingle R | ROUGE-LSum "
              "| median ms |",
@@ -189,11 +304,14 @@ def markdown(summary: Summary, missing: dict[str, str], command: str, seconds: f
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--datasets", default="scrapinghub,cleaneval")
+    parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--services", default="all")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     parser.add_argument("--limit", type=int, default=None, help="first N pages (by id) per dataset")
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--cache", type=Path, default=REPO / "benchmarks" / ".cache" / "quality",
+                        help="folder of cached page results (git-ignored)")
+    parser.add_argument("--no-cache", action="store_true", help="compute every result")
     args = parser.parse_args(argv)
     wanted = [t for name in SERVICES for t in (name, *MODES.get(name, []))] \
         if args.services == "all" else [s.strip() for s in args.services.split(",") if s.strip()]
@@ -201,23 +319,55 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown services {unknown}; known: {', '.join(SERVICES)}")
     services, missing = importable(wanted)
-    tasks = [task for name in args.datasets.split(",") if name.strip()
-             for task in dataset_tasks(name.strip(), tuple(services), args.limit)]
-    start = time.perf_counter()
+    datasets = [name.strip() for name in args.datasets.split(",") if name.strip()]
     results: list[PageResult] = []
-    with multiprocessing.get_context("spawn").Pool(args.processes) as pool:
-        for done, page_results in enumerate(pool.imap(evaluate_page, tasks, chunksize=2), 1):
-            results.extend(page_results)
-            if done % 50 == 0 or done == len(tasks):
-                print(f"{done}/{len(tasks)} pages", file=sys.stderr, flush=True)
+    todo: dict[str, list[str]] = {}  # dataset -> targets to compute
+    # Keyed by the code as it is before the run, which is the code that computes it.
+    paths = {(dataset, target): cache_file(args.cache, target, dataset, args.limit)
+             for dataset in datasets for target in (*services, BASELINE)}
+    for dataset in datasets:
+        for target in (*services, BASELINE):
+            path = paths[dataset, target]
+            if not args.no_cache and path.is_file():
+                results += [PageResult.model_validate(r)
+                            for r in json.loads(path.read_text(encoding="utf-8"))]
+            else:
+                todo.setdefault(dataset, []).append(target)
+    tasks = [task for dataset, targets in todo.items()
+             for task in dataset_tasks(dataset, tuple(t for t in targets if t != BASELINE),
+                                       args.limit, with_published=BASELINE in targets)]
+    start = time.perf_counter()
+    fresh: list[PageResult] = []
+    if tasks:
+        with multiprocessing.get_context("spawn").Pool(args.processes) as pool:
+            for done, page_results in enumerate(pool.imap(evaluate_page, tasks, chunksize=2),
+                                                1):
+                fresh.extend(r for r in page_results if r.service in todo[r.dataset]
+                             or r.service.endswith(PUBLISHED))
+                if done % 50 == 0 or done == len(tasks):
+                    print(f"{done}/{len(tasks)} pages", file=sys.stderr, flush=True)
     seconds = time.perf_counter() - start
+    if not args.no_cache:
+        args.cache.mkdir(parents=True, exist_ok=True)
+        for dataset, targets in todo.items():
+            for target in targets:
+                # The published rows are stored with the baseline: neither depends on code.
+                mine = [r.model_dump(mode="json") for r in fresh
+                        if r.dataset == dataset and (r.service == target or (
+                            target == BASELINE and r.service.endswith(PUBLISHED)))]
+                paths[dataset, target].write_text(json.dumps(mine), encoding="utf-8")
+    results += fresh
     summary = summarize(results)
     command = "python benchmarks/quality.py " + " ".join(argv if argv is not None else sys.argv[1:])
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "quality.md").write_text(markdown(summary, missing, command.strip(), seconds),
-                                         encoding="utf-8")
+    lodo, trained = learned_rows(services)
+    (args.out / "quality.md").write_text(
+        markdown(summary, missing, command.strip(), seconds, datasets, lodo, trained),
+        encoding="utf-8")
     (args.out / "quality.json").write_text(json.dumps({
         "command": command.strip(), "seconds": round(seconds, 1), "missing": missing,
+        "leave_one_dataset_out": lodo,
+        "trained_on": {k: sorted(v) for k, v in trained.items()},
         "summary": summary.model_dump(mode="json")}, indent=1), encoding="utf-8")
     print((args.out / "quality.md").read_text(encoding="utf-8"))
     return 0

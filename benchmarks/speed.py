@@ -16,7 +16,9 @@ one run:
   in-process, decode + the pure extractor; and over HTTP, the real service started
   by LocalStack on a free port, raw text/html bodies, one keep-alive HTTP/1.1
   connection (http.client, KeepAliveClient), sequential requests (latency, not
-  throughput).
+  throughput). The ensemble runs over HTTP with its default members, each its own
+  service on a free port that it asks at once: its wall time includes theirs, and
+  its CPU and memory figures count every process of that stack.
 
 Every in-process target runs in a fresh subprocess (so imports, caches and peak
 memory are its own); per-page times, in-process and over HTTP (with the paired
@@ -48,7 +50,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 from xml.sax.saxutils import escape
 
@@ -61,6 +63,9 @@ if str(REPO) not in sys.path:
 
 from shared.datasets import dataset_dir  # noqa: E402
 from shared.registry import SERVICES  # noqa: E402
+
+if TYPE_CHECKING:
+    from orchestrator.launcher import LocalStack
 
 FLOORS = ("decode", "lxml", "parse_html")
 PEER = "trafilatura.extract"
@@ -350,10 +355,10 @@ def measure_http(target: str, pages: Sequence[PageRef], repeat: int = 1) -> dict
     of each is kept, as for the in-process times: on a loaded machine every hand-over
     between client, service and worker can wait for a core, and the minimum filters
     that out of both paths alike."""
-    from orchestrator.launcher import LocalStack, StackError, free_port
+    from orchestrator.launcher import StackError, free_port
 
     name, _ = split_target(target)
-    stack = LocalStack([name], ports={name: free_port()})
+    stack = _stack_for(name, free_port)
     try:
         urls = stack.start(timeout=180.0)
     except StackError as exc:
@@ -367,8 +372,9 @@ def measure_http(target: str, pages: Sequence[PageRef], repeat: int = 1) -> dict
             for page, data in list(zip(pages, blobs, strict=True))[:WARM_UP_PAGES]:
                 options, page_url = page_options(target, page)
                 client.post("/extract", data, _params(options, page_url))
-            pid = stack.processes[name].process.pid
-            cpu_before = _tree_cpu_s(pid) + time.process_time()
+            # The ensemble's members are its cost too: every service of the stack counts.
+            pids = [service.process.pid for service in stack.processes.values()]
+            cpu_before = sum(map(_tree_cpu_s, pids)) + time.process_time()
             paired_cpu_s = 0.0
             for page, data in zip(pages, blobs, strict=True):
                 options, page_url = page_options(target, page)
@@ -396,12 +402,29 @@ def measure_http(target: str, pages: Sequence[PageRef], repeat: int = 1) -> dict
             client.close()
         # CPU of the service's processes and of this client per page: the cost of
         # the HTTP path that scheduling delays on a loaded machine do not blur.
-        cpu_ms = (_tree_cpu_s(pid) + time.process_time() - paired_cpu_s - cpu_before) * 1000
-        peak = _tree_peak_mb(pid)
+        cpu_ms = (sum(map(_tree_cpu_s, pids)) + time.process_time() - paired_cpu_s
+                  - cpu_before) * 1000
+        peak = sum(map(_tree_peak_mb, pids))
     finally:
         stack.stop()
     return {"target": target, "pages": results, "peak_rss_mb": peak,
             "cpu_mean_ms": round(cpu_ms / max(len(results) * repeat, 1), 3)}
+
+
+def _stack_for(name: str, free_port: Callable[[], int]) -> LocalStack:
+    """The service alone on a free port; the ensemble with its default members, each on
+    a free port, reached over HTTP (so its times include its members', asked at once)."""
+    from orchestrator.launcher import LocalStack
+
+    if name != "ensemble":
+        return LocalStack([name], ports={name: free_port()})
+    from services.ensemble.model import default_model
+
+    members = list(default_model().default_members)
+    ports = {n: free_port() for n in [*members, name]}
+    urls = {n: f"http://127.0.0.1:{ports[n]}" for n in members}
+    return LocalStack([*members, name], ports=ports,
+                      env={"BOILERBENCH_MEMBER_URLS": json.dumps(urls)})
 
 
 def _tree_cpu_s(pid: int) -> float:
@@ -544,7 +567,27 @@ def check_targets(summary: dict[str, Any], datasets: Sequence[str],
                 checks.append({"dataset": dataset, "target": target,
                                "rule": f"in-process <= {limit:g}x lxml parse",
                                "figure": f"{entry['x_lxml']}x", "ok": entry["x_lxml"] <= limit})
+        ensemble = scope.get("ensemble", {}).get("http", {}).get("median_ms")
+        members = _ensemble_members()
+        member_ms = [scope.get(m, {}).get("http", {}).get("median_ms") for m in members]
+        if ensemble is not None and member_ms and None not in member_ms:
+            slowest = max(m for m in member_ms if m is not None)
+            checks.append({"dataset": dataset, "target": "ensemble",
+                           "rule": "HTTP median <= 1.3x its slowest default member's",
+                           "figure": f"{ensemble:.1f} ms vs {slowest:.1f} ms "
+                                     f"({ensemble / slowest:.2f}x)",
+                           "ok": ensemble <= 1.3 * slowest})
     return checks
+
+
+def _ensemble_members() -> list[str]:
+    """The ensemble's default members ([] where its model cannot load)."""
+    try:
+        from services.ensemble.model import default_model
+
+        return list(default_model().default_members)
+    except Exception:
+        return []
 
 
 def _fmt(value: Any, suffix: str = "") -> str:

@@ -112,7 +112,8 @@ def answer_extract(algorithm: Algorithm, head: bytes, body: bytes, content_type:
     except ValidationError as exc:
         raise ServiceError(422, "invalid_options", validation_message(exc)) from None
     result = algorithm.run(request.html, options, request.url)
-    return b"".join((head, b',"text":', orjson.dumps(result.text), b',"blocks":',
+    details = b"" if result.details is None else b',"details":' + orjson.dumps(result.details)
+    return b"".join((head, b',"text":', orjson.dumps(result.text), details, b',"blocks":',
                      encode_blocks(result.blocks)))
 
 

@@ -44,7 +44,9 @@ class ExtractRequest(BaseModel):
 
 class ExtractReply(BaseModel):
     """200 reply of POST /extract. `elapsed_ms`: the service's time on the request
-    (decoding, validation, extraction), not counting a wait for a free worker."""
+    (decoding, validation, extraction), not counting a wait for a free worker.
+    `details`: optional facts about how this reply was made, in the algorithm's own
+    keys (the ensemble names the members that answered); absent for most services."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -53,6 +55,7 @@ class ExtractReply(BaseModel):
     text: str
     blocks: list[Block]
     elapsed_ms: float
+    details: dict[str, Any] | None = None
 
 
 class ErrorReply(BaseModel):
@@ -71,6 +74,9 @@ class ServiceInfo(BaseModel):
     reference: str
     options_schema: dict[str, Any]
     engine: str | None = None
+    details: dict[str, Any] | None = Field(
+        None, description="What else the algorithm tells about itself (the ensemble: its "
+        "members, their versions, its model's leave-one-dataset-out figures).")
 
 
 class Options(BaseModel):
@@ -83,10 +89,12 @@ class Options(BaseModel):
 class Extraction:
     """What a pure extractor returns. `text` defaults to the content blocks joined by
     newlines; an algorithm whose own output differs from its blocks (a peer library
-    that normalises whitespace, say) passes its text explicitly."""
+    that normalises whitespace, say) passes its text explicitly. `details` becomes the
+    reply's `details` (JSON values only)."""
 
     blocks: list[Block]
     text: str | None = None
+    details: dict[str, Any] | None = None
 
     def content_text(self) -> str:
         if self.text is not None:
@@ -114,7 +122,8 @@ class Algorithm:
     not touch the network or global state beyond caches, so that the same function
     runs in-process, in a worker process behind HTTP, or on a cluster.
     `engine` names what actually runs (for example Boilerpipe's `java` or `python`);
-    `warm_up` is called once per worker process before it is marked ready.
+    `warm_up` is called once per worker process before it is marked ready; `details`
+    gives /info's optional `details`.
     """
 
     name: str
@@ -125,6 +134,7 @@ class Algorithm:
     extract: ExtractFn
     engine: Callable[[], str | None] = field(default=lambda: None)
     warm_up: Callable[[], None] = field(default=lambda: None)
+    details: Callable[[], dict[str, Any] | None] = field(default=lambda: None)
 
     def info(self) -> ServiceInfo:
         return ServiceInfo(
@@ -134,6 +144,7 @@ class Algorithm:
             reference=self.reference,
             options_schema=self.options_model.model_json_schema(),
             engine=self.engine(),
+            details=self.details(),
         )
 
     def run(self, html: str, options: dict[str, Any] | Options | None = None,
@@ -143,7 +154,8 @@ class Algorithm:
             options or {}
         )
         extraction = self.extract(html, opts, url)
-        return ExtractReplyBody(text=extraction.content_text(), blocks=extraction.blocks)
+        return ExtractReplyBody(text=extraction.content_text(), blocks=extraction.blocks,
+                                details=extraction.details)
 
 
 @dataclass(frozen=True)
@@ -152,3 +164,4 @@ class ExtractReplyBody:
 
     text: str
     blocks: list[Block]
+    details: dict[str, Any] | None = None

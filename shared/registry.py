@@ -47,6 +47,7 @@ SERVICES: dict[str, ServiceEntry] = {
         ServiceEntry("readability", 8008),
         ServiceEntry("resiliparse", 8009),
         ServiceEntry("fusion", 8010),
+        ServiceEntry("ensemble", 8011),
     )
 }
 

@@ -168,6 +168,8 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
     module = algorithm.extract.__module__
     pool = WorkerPool(module, settings.workers)
     info = algorithm.info().model_dump()
+    if info["details"] is None:  # most services: /info as it always was
+        del info["details"]
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

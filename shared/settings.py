@@ -24,6 +24,13 @@ class ServiceSettings(BaseSettings):
     fetch_allow_list: list[str] = Field(
         default_factory=list, description="Host names the service may fetch from."
     )
+    member_urls: dict[str, str] = Field(
+        default_factory=dict, description="The ensemble's members reached over HTTP, name -> "
+        "base URL (JSON); the others run inside the ensemble's worker.")
+    member_time_limit_s: float = Field(
+        1.5, gt=0, description="The ensemble waits this long for a member over HTTP (a "
+        "later answer counts as missing) and starts no member in its own process after "
+        "this long on a page.")
 
     @field_validator("token")
     @classmethod

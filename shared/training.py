@@ -1,13 +1,17 @@
-"""What the learned services' training commands share: labelled pages, folds, word F1.
+"""What the learned services' training commands share: pages, protocol, word F1, files.
 
 density (lines) and fusion (blocks) both learn a per-unit content classifier from
 gold-labelled dataset folders (html/<id>.html + content/<id>.txt) and are scored by
-the mean per-page bag-of-words F1 of the units they keep. So they share how a page
-is loaded and labelled (a unit is content when more than half of its tokens align
-with the gold: shared.blockmap.block_support), the folds (a hash of dataset/page id,
-so a page's fold never depends on which other pages are present), the per-dataset
-scores, the dataset metadata and the recorded checks that the reproduction tests
-replay. What they learn and how they weight units stays in each service's training.
+the mean per-page bag-of-words F1 of the units they keep. They share one skeleton
+(`train_model`): load and label the pages (a unit is content when more than half of
+its tokens align with the gold: shared.blockmap.block_support), weigh the units
+(`stack`), evaluate every candidate classifier and decision rule leave-one-dataset-out
+(train on the other datasets, score the one left out: pages of one dataset share
+sites, years and annotation habits, so folds of pages would measure memory of those),
+ship the best candidate refitted on every page, and write a model file whose
+metadata holds the datasets, the leave-one-out figures and the recorded checks that
+the reproduction tests replay. What a unit is, its features, the candidates and the
+model file's layout stay with each service (a `Learner`).
 
 Training only: no service imports this at runtime.
 """
@@ -15,18 +19,23 @@ Training only: no service imports this at runtime.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+from threadpoolctl import threadpool_limits
 
 from shared.blockmap import CONTENT_SHARE, block_support
 from shared.decoding import NotHTMLError, decode_html
+from shared.gbdt import decide
+from shared.modelfile import write_json
 from shared.tokens import tokenize
 
 Matrix = npt.NDArray[np.float64]
@@ -56,6 +65,12 @@ class Classifier(Protocol):
 
 class Decider(Classifier, Protocol):
     def decide(self, features: Matrix) -> tuple[Matrix, Mask]: ...
+
+
+class Model(Decider, Protocol):
+    """A service's trained model: a classifier with its decision rule, as a file."""
+
+    def to_json(self) -> dict[str, Any]: ...
 
 
 def page_ids(dataset: Path) -> list[str]:
@@ -141,24 +156,183 @@ def overall(scores: dict[str, float]) -> float:
     return float(np.mean(list(scores.values())))
 
 
-def fold_of(page: Page, folds: int) -> int:
-    digest = hashlib.sha256(f"{page.dataset}/{page.page_id}".encode()).hexdigest()
-    return int(digest, 16) % folds
-
-
-def out_of_fold(pages: Sequence[Page], folds: int,
-                fit: Callable[[Sequence[Page]], Classifier]) -> list[Matrix]:
-    """Each page's unit probabilities from the model `fit` on the other folds."""
-    probabilities: list[Matrix] = [np.zeros(0)] * len(pages)
-    for k in range(folds):
-        train = [p for p in pages if fold_of(p, folds) != k]
-        held = [i for i, p in enumerate(pages) if fold_of(p, folds) == k]
-        if not train or not held:
+def stack(pages: Sequence[Page], n_features: int
+          ) -> tuple[Matrix, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Training rows of the units with tokens, their labels and weights: a unit weighs
+    its share of its page's tokens and each dataset weighs the same, because the score
+    is a per-page mean of word F1 (a unit counts by its words, a dataset as one of the
+    means). Units without tokens cannot change a word score and are left out."""
+    per_dataset = Counter(page.dataset for page in pages)
+    xs, ys, ws = [], [], []
+    for page in pages:
+        counts = np.array([len(t) for t in page.tokens], dtype=np.float64)
+        has = counts > 0
+        if not has.any():
             continue
-        model = fit(train)
-        for i in held:
-            probabilities[i] = model.probabilities(pages[i].features)
+        xs.append(page.features[has])
+        ys.append(page.labels[has])
+        ws.append(counts[has] / counts.sum() / per_dataset[page.dataset])
+    if not xs:
+        return np.zeros((0, n_features)), np.zeros(0), np.zeros(0)
+    w = np.concatenate(ws)
+    return np.vstack(xs), np.concatenate(ys), w * len(w) / w.sum()
+
+
+DATASETS = ("scrapinghub", "cleaneval", "chaos", "cleanportaleval")
+
+
+def leave_one_dataset_out(pages: Sequence[Page], fit: Callable[[Sequence[Page]], Classifier]
+                          ) -> list[Matrix]:
+    """Each page's unit probabilities from the model `fit` on the pages of every other
+    dataset. With a single dataset nothing can be held out: every page gets an empty
+    vector."""
+    probabilities: list[Matrix] = [np.zeros(0)] * len(pages)
+    names = sorted({p.dataset for p in pages})
+    if len(names) < 2:
+        return probabilities
+    for name in names:
+        model = fit([p for p in pages if p.dataset != name])
+        for i, page in enumerate(pages):
+            if page.dataset == name:
+                probabilities[i] = model.probabilities(page.features)
     return probabilities
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How unit probabilities become decisions (shared.gbdt.decide): smooth with
+    `smoothing`, keep at `cut` or at `relative_cut` x the page's highest if lower."""
+
+    cut: float
+    smoothing: tuple[float, ...]
+    relative_cut: float = 0.5
+
+    def keep(self, probabilities: Matrix) -> Mask:
+        return decide(probabilities, self.smoothing, self.cut, self.relative_cut)[1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cut": self.cut, "smoothing": list(self.smoothing),
+                "relative_cut": self.relative_cut}
+
+
+def rules(cuts: Sequence[float], kernels: Sequence[tuple[float, ...]],
+          relative_cut: float = 0.5) -> list[Rule]:
+    """Every cut with every kernel; on equal scores the earlier rule wins, so list the
+    plainer kernel and the cut nearer 0.5 first."""
+    by_plainness = sorted(cuts, key=lambda c: (abs(c - 0.5), c))
+    return [Rule(cut, kernel, relative_cut) for kernel in kernels for cut in by_plainness]
+
+
+def rule_scores(pages: Sequence[Page], probabilities: Sequence[Matrix],
+                candidates: Sequence[Rule]) -> list[dict[str, float]]:
+    """Mean word F1 per dataset of each rule applied to the pages' probabilities."""
+    return [mean_f1_by_dataset(pages, [rule.keep(p) for p in probabilities])
+            for rule in candidates]
+
+
+def best_rule(scores: Sequence[dict[str, float]], candidates: Sequence[Rule],
+              datasets: Sequence[str]) -> int:
+    """Index of the rule of best mean word F1 over `datasets` (the first on a tie)."""
+    means = [float(np.mean([s[d] for d in datasets])) for s in scores]
+    return int(np.argmax(np.round(means, 6)))
+
+
+def lodo_record(scores: dict[str, float], pages: Sequence[Page]) -> dict[str, Any]:
+    """The model-file record of leave-one-dataset-out figures (`scores`: the word F1 of
+    each dataset scored by a model trained on the others), as benchmarks/quality.py
+    reads it from `metadata.leave_one_dataset_out`."""
+    names = sorted({p.dataset for p in pages})
+    return {"word_f1": dict(sorted(scores.items())), "mean": round(overall(scores), 4),
+            "trained_on": {name: [n for n in names if n != name] for name in sorted(scores)}}
+
+
+def lodo_evaluation(pages: Sequence[Page], probabilities: Sequence[Matrix],
+                    candidates: Sequence[Rule]) -> dict[str, Any]:
+    """Leave-one-dataset-out figures of held-out `probabilities`: the word F1 of each
+    dataset at the rule chosen on the other datasets' held-out pages (so nothing about
+    a dataset, not even its cut, is learned from its own labels), their mean, and the
+    rule chosen on all of them, which a model trained on every page ships."""
+    names = sorted({p.dataset for p in pages})
+    scores = rule_scores(pages, probabilities, candidates)
+    per_dataset, chosen = {}, {}
+    for name in names:
+        rule = best_rule(scores, candidates, [n for n in names if n != name])
+        per_dataset[name] = scores[rule][name]
+        chosen[name] = candidates[rule].to_json()
+    shipped = best_rule(scores, candidates, names)
+    return {**lodo_record(per_dataset, pages), "rule": chosen, "shipped_rule": shipped,
+            "word_f1_at_shipped_rule": scores[shipped]}
+
+
+@dataclass(frozen=True)
+class Learner:
+    """What a service plugs into the shared skeleton (`train_model`)."""
+
+    service: str  # "density", "fusion": names the command in the metadata
+    unit_name: str  # what a row is: "lines", "blocks"
+    units: Labeller  # a module-level function, so pages can be labelled in processes
+    n_features: int
+    candidates: Mapping[str, Callable[[Sequence[Page]], Classifier]]
+    rules: Sequence[Rule]
+    # (candidate name, classifier fitted on every page, its rule, metadata) -> model
+    build: Callable[[str, Classifier, Rule, dict[str, Any]], Model]
+    load: Callable[[dict[str, Any]], Model]  # a model from its file's JSON
+    check_rows: int = 12
+    description: Mapping[str, Any] = field(default_factory=dict)  # features, labels, ...
+
+
+def train_model(learner: Learner, datasets: Sequence[Path], out: Path, seed: int = 0,
+                limit: int | None = None, workers: int = 1,
+                log: Callable[[str], None] = lambda _: None) -> Model:
+    """Label the pages, evaluate each candidate leave-one-dataset-out, refit the best on
+    every page with its rule and write the model file to `out` (the file, not the
+    in-memory model, is what is returned, so recorded checks match what loads).
+    One BLAS thread throughout, so one command gives one file byte for byte."""
+    with threadpool_limits(1):
+        pages, data_meta = load_datasets(datasets, learner.units, learner.unit_name,
+                                         limit, workers)
+        for meta in data_meta:
+            log(f"{meta['name']}: {meta['pages']} pages, {meta[learner.unit_name]} "
+                f"{learner.unit_name}")
+        if not pages:
+            raise ValueError("no pages to train on")
+        names = sorted({p.dataset for p in pages})
+        evaluations: dict[str, dict[str, Any]] = {}
+        for name, fit in learner.candidates.items():
+            if len(names) < 2:
+                break
+            held_out = leave_one_dataset_out(pages, fit)
+            evaluations[name] = lodo_evaluation(pages, held_out, learner.rules)
+            log(f"{name}: leave-one-dataset-out word F1 {evaluations[name]['word_f1']}, "
+                f"mean {evaluations[name]['mean']}")
+        shipped = max(evaluations, key=lambda n: evaluations[n]["mean"]) if evaluations \
+            else next(iter(learner.candidates))
+        rule = learner.rules[evaluations[shipped]["shipped_rule"]] if evaluations \
+            else learner.rules[0]
+        classifier = learner.candidates[shipped](pages)
+        model = learner.load(json.loads(json.dumps(
+            learner.build(shipped, classifier, rule, {}).to_json())))  # as the file loads
+        lodo = evaluations.get(shipped, {})
+        metadata = {
+            "trained_by": f"boilerbench train {learner.service}",
+            "seed": seed,
+            "trained_on": names,
+            "datasets": data_meta,
+            **learner.description,
+            "metric": "mean per-page bag-of-words word F1 (shared.tokens.tokenize)",
+            "candidates": evaluations,
+            "shipped": shipped,
+            "leave_one_dataset_out": {key: lodo[key] for key in
+                                      ("word_f1", "mean", "rule", "trained_on") if key in lodo},
+            "training_f1_in_sample": mean_f1_by_dataset(
+                pages, [model.decide(p.features)[1] for p in pages]),
+            "libraries": {name: version(name) for name in ("lightgbm", "scikit-learn")},
+            "checks": checks(model, pages, learner.check_rows),
+        }
+        final = learner.build(shipped, classifier, rule, metadata)
+        write_json(final.to_json(), out)
+        log(f"shipped {shipped} ({rule}) to {out}")
+        return learner.load(json.loads(out.read_text(encoding="utf-8")))
 
 
 def checks(model: Decider, pages: Sequence[Page], rows: int) -> dict[str, Any]:

@@ -27,6 +27,23 @@ def cleaneval() -> Path:
     return require_dataset("cleaneval")
 
 
+@pytest.fixture(scope="session")
+def chaos() -> Path:
+    return require_dataset("chaos")
+
+
+@pytest.fixture(scope="session")
+def cleanportaleval() -> Path:
+    return require_dataset("cleanportaleval")
+
+
+@pytest.fixture(scope="session")
+def four_datasets(scrapinghub: Path, cleaneval: Path, chaos: Path, cleanportaleval: Path
+                  ) -> list[Path]:
+    """The four development datasets, in the order training lists them."""
+    return [scrapinghub, cleaneval, chaos, cleanportaleval]
+
+
 # Figures that tests measure and report (printed at the end of the pytest run).
 REPORTED: list[str] = []
 

@@ -21,6 +21,7 @@ import pytest
 
 from orchestrator.scoring import bag_f1
 from shared.contract import Algorithm
+from shared.gbdt import Gbdt
 from shared.html import parse_html, visible_text
 from shared.tokens import tokenize
 from shared.training import load_page, page_ids
@@ -155,3 +156,16 @@ def overlapping_zip(entries: int, kernel: bytes, prefix: str = "set/html/p") -> 
     end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, entries + 1, entries + 1,
                       len(central), len(body), 0)
     return body + central + end
+
+
+def walk_trees(model: Gbdt, row: Sequence[float]) -> float:
+    """One row down each tree, node by node: the plain reading of the tree file format,
+    to check the vectorised evaluator against."""
+    total = model.base
+    for root in model.roots:
+        node = int(root)
+        while model.feature[node] >= 0:
+            goes_left = row[model.feature[node]] <= model.threshold[node]
+            node = int(model.left[node] if goes_left else model.right[node])
+        total += float(model.value[node])
+    return total

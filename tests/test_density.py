@@ -19,7 +19,6 @@ from services.density.extractor import ALGORITHM, DensityOptions
 from services.density.lines import render_lines
 from services.density.model import (
     DEFAULT_MODEL,
-    Gbdt,
     decide,
     default_model,
     line_features,
@@ -32,8 +31,10 @@ from services.density.thresholds import (
     mean_threshold,
     optimal_threshold,
 )
-from services.density.training import Hyperparameters, train
+from services.density.training import train
 from shared.html import clean_text
+from shared.learners import NetworkParams, TreeParams
+from shared.training import DATASETS
 from tests.helpers import (
     assert_recorded_page_scores,
     dataset_pages,
@@ -279,36 +280,17 @@ def test_model_file_loads_and_reproduces_its_recorded_probabilities() -> None:
     model = read_model(DEFAULT_MODEL)
     assert model.kind in {"mlp", "gbdt"}
     meta = model.metadata
-    assert {d["name"] for d in meta["datasets"]} == {"scrapinghub", "cleaneval"}
+    assert [d["name"] for d in meta["datasets"]] == list(DATASETS)
+    assert meta["trained_on"] == sorted(DATASETS)
     assert set(meta["candidates"]) == {"mlp", "gbdt"}
     assert meta["shipped"] == model.kind
+    lodo = meta["leave_one_dataset_out"]
+    assert lodo["word_f1"] == meta["candidates"][model.kind]["word_f1"]
+    assert set(lodo["word_f1"]) == set(DATASETS)
     rows = np.array(meta["checks"]["rows"])
     assert rows.shape[1] == 9
     assert model.probabilities(rows) == pytest.approx(meta["checks"]["probabilities"],
                                                       abs=1e-12)
-
-
-def test_trees_agree_with_a_plain_walk_of_each_tree() -> None:
-    model = default_model()
-    trees = model.classifier
-    assert isinstance(trees, Gbdt)
-    rng = np.random.default_rng(0)
-    rows = rng.uniform(0, 1, (40, 9)) * np.array([1, 12, 10] * 3)
-    for row, tree in zip(rows[:15], range(15), strict=True):  # some values on a threshold
-        if np.isfinite(trees.threshold[tree, 0]):
-            row[trees.feature[tree, 0]] = trees.threshold[tree, 0]
-    expected = []
-    for row in rows:
-        total = trees.base
-        for tree in range(trees.feature.shape[0]):
-            node = 0
-            while node < trees.feature.shape[1]:
-                goes_right = row[trees.feature[tree, node]] > trees.threshold[tree, node]
-                node = 2 * node + (2 if goes_right else 1)
-            total += trees.leaf[tree, node - trees.feature.shape[1]]
-        expected.append(total)
-    assert trees.logits(rows) == pytest.approx(expected, rel=1e-12, abs=1e-12)
-    assert trees.logits(rows[:0]).shape == (0,)
 
 
 @pytest.mark.dataset
@@ -321,15 +303,17 @@ def test_model_reproduces_its_recorded_page_scores(name: str, request: pytest.Fi
 
 
 @pytest.mark.dataset
-def test_training_is_deterministic(scrapinghub: Path, cleaneval: Path, tmp_path: Path) -> None:
-    hp = Hyperparameters(folds=2, mlp_epochs=2, gbdt_trees=4, gbdt_depth=2)
+def test_training_is_deterministic(four_datasets: list[Path], tmp_path: Path) -> None:
+    network = NetworkParams(hidden=(4,), epochs=2)
+    trees = TreeParams(trees=4, leaves=4, min_child_samples=5)
     first, second = tmp_path / "a.json", tmp_path / "b.json"
-    train([scrapinghub, cleaneval], first, seed=3, hp=hp, limit=3)
-    train([scrapinghub, cleaneval], second, seed=3, hp=hp, limit=3)
+    train(four_datasets, first, seed=3, network=network, trees=trees, limit=2)
+    train(four_datasets, second, seed=3, network=network, trees=trees, limit=2)
     assert first.read_bytes() == second.read_bytes()
     model = read_model(first)
-    assert [d["pages"] for d in model.metadata["datasets"]] == [3, 3]
+    assert [d["pages"] for d in model.metadata["datasets"]] == [2, 2, 2, 2]
     assert model.metadata["seed"] == 3
+    assert set(model.metadata["candidates"]) == {"mlp", "gbdt"}
 
 
 @pytest.mark.dataset

@@ -13,10 +13,12 @@ from pydantic import ValidationError
 from services.fusion.extractor import ALGORITHM, FusionOptions
 from services.fusion.features import FEATURES, page_features, page_stoplist
 from services.fusion.model import DEFAULT_MODEL, default_model, read_model
-from services.fusion.training import Hyperparameters, train
+from services.fusion.training import train
+from shared.learners import TreeParams
 from shared.service import create_service_app
 from shared.tokens import tokenize
-from tests.helpers import assert_recorded_page_scores
+from shared.training import DATASETS
+from tests.helpers import assert_recorded_page_scores, walk_trees
 from tests.servers import serve_app
 
 ARTICLE = [
@@ -99,6 +101,12 @@ def test_features_of_a_hand_built_page() -> None:
     assert m[0, column("parent_link_density")] == 1
     assert m[4, column("parent_link_density")] == 0
     assert m[4, column("ctd_over_body")] > m[0, column("ctd_over_body")]
+    # readability: the article's <div> is the best candidate, the paragraphs' parent; the
+    # menu's containers hold no paragraph, the sidebar's is all links (scores 0)
+    assert m[:, column("readability_article")].tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 0, 0]
+    assert m[3:8, column("readability_share")].tolist() == [1.0] * 5
+    assert m[[0, 1, 2, 8], column("readability_share")].tolist() == [0, 0, 0, 0]
+    assert 0 < m[9, column("readability_share")] < 0.2  # the footer: one short paragraph
     # page figures are the same on every row
     assert m[:, column("page_log_words")] == pytest.approx([math.log1p(sum(words))] * 10)
     # context: the neighbours' figures, zeros beyond the page
@@ -140,14 +148,29 @@ def test_empty_and_odd_pages_have_no_rows() -> None:
 def test_model_file_loads_and_reproduces_its_recorded_probabilities() -> None:
     model = read_model(DEFAULT_MODEL)
     meta = model.metadata
-    assert {d["name"] for d in meta["datasets"]} == {"scrapinghub", "cleaneval"}
+    assert [d["name"] for d in meta["datasets"]] == list(DATASETS)
+    assert meta["trained_on"] == sorted(DATASETS)
     assert meta["seed"] == 0
-    assert set(meta["evaluation"]["cross_dataset"]) == {"scrapinghub", "cleaneval"}
+    lodo = meta["leave_one_dataset_out"]
+    assert set(lodo["word_f1"]) == set(DATASETS)
+    for name, others in lodo["trained_on"].items():
+        assert sorted(others) == sorted(set(DATASETS) - {name})
     rows = np.array(meta["checks"]["rows"])
     assert rows.shape[1] == len(FEATURES)
     assert model.probabilities(rows) == pytest.approx(meta["checks"]["probabilities"],
                                                       abs=1e-12)
     assert 0 < model.cut < 1
+
+
+def test_trees_agree_with_a_plain_walk_of_each_tree() -> None:
+    trees = default_model().gbdt
+    rows = np.array(default_model().metadata["checks"]["rows"])
+    inner = np.flatnonzero(trees.feature >= 0)
+    for row, node in zip(rows, inner, strict=False):  # some values on a threshold
+        row[trees.feature[node]] = trees.threshold[node]
+    expected = [walk_trees(trees, row) for row in rows]
+    assert trees.logits(rows) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    assert trees.logits(rows[:0]).shape == (0,)
 
 
 @pytest.mark.dataset
@@ -191,16 +214,19 @@ def test_options_change_the_decision() -> None:
 
 
 @pytest.mark.dataset
-def test_training_is_deterministic(scrapinghub: Path, cleaneval: Path, tmp_path: Path) -> None:
-    hp = Hyperparameters(folds=2, trees=3, depth=2)
+def test_training_is_deterministic(four_datasets: list[Path], tmp_path: Path) -> None:
+    candidates = {"a": TreeParams(trees=3, leaves=4, min_child_samples=5),
+                  "b": TreeParams(trees=2, leaves=3, min_child_samples=5)}
     first, second = tmp_path / "a.json", tmp_path / "b.json"
-    train([scrapinghub, cleaneval], first, seed=5, hp=hp, limit=3, workers=1)
-    train([scrapinghub, cleaneval], second, seed=5, hp=hp, limit=3, workers=1)
+    train(four_datasets, first, seed=5, candidates=candidates, limit=2, workers=1)
+    train(four_datasets, second, seed=5, candidates=candidates, limit=2, workers=1)
     assert first.read_bytes() == second.read_bytes()
     model = read_model(first)
-    assert [d["pages"] for d in model.metadata["datasets"]] == [3, 3]
-    assert model.metadata["seed"] == 5
-    assert model.gbdt.feature.shape == (3, 3)
-    evaluation = model.metadata["evaluation"]
-    assert set(evaluation["kfold"]["word_f1"]) == {"scrapinghub", "cleaneval"}
-    assert set(evaluation["cross_dataset"]) == {"scrapinghub", "cleaneval"}
+    meta = model.metadata
+    assert [d["pages"] for d in meta["datasets"]] == [2, 2, 2, 2]
+    assert meta["seed"] == 5
+    assert model.gbdt.roots.size == (3 if meta["shipped"] == "a" else 2)
+    assert set(meta["candidates"]) == {"a", "b"}
+    shipped = meta["candidates"][meta["shipped"]]
+    assert shipped["mean"] == max(c["mean"] for c in meta["candidates"].values())
+    assert meta["leave_one_dataset_out"]["word_f1"] == shipped["word_f1"]

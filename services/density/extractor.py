@@ -1,4 +1,4 @@
-"""Line text density (seed 003) with four thresholds: fixed, mean, Gaussian (seed 000), learned.
+"""Line text density (Champandard 2007) with four thresholds: fixed, mean, Gaussian, learned.
 
 The page is rendered to lines as a text-mode browser would (services/density/lines.py);
 a line's density is its text length over the HTML characters it took. Content
@@ -7,10 +7,10 @@ asks a classifier trained on gold text (`boilerbench train density`) about the
 line and its two neighbours. Lines are the blocks; their score is the density,
 or the classifier's smoothed probability in the `learned` mode.
 
-`learned` is the default because it scores best: mean bag-of-words word F1 on
-scrapinghub / cleaneval is 0.930 / 0.930 for `learned` (0.903 / 0.924 cross-validated,
-see the model file's metadata), against 0.802 / 0.897 for `fixed` at 0.5, 0.773 / 0.916
-for `mean` and 0.786 / 0.915 for `gaussian`.
+`learned` is the default because it scores best, also on datasets it was not trained
+on: its leave-one-dataset-out figures are in the model file's metadata, every mode's
+in benchmarks/results/quality.md. The Gaussian threshold is C. Wenenr's optimal
+threshold between two normal classes, from the comments on Champandard's article.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class DensityOptions(Options):
     threshold: Threshold = Field(
         "learned",
         description="fixed: density >= value; mean: the page's mean density; gaussian: the "
-        "optimal threshold between two normal classes (seed 000) fitted on the page; learned: "
+        "optimal threshold between two normal classes (Wenenr) fitted on the page; learned: "
         "the trained classifier on the line and its neighbours (the best-scoring mode, default).",
     )
     value: float = Field(0.5, ge=0.0, le=1.0, description="The density threshold of `fixed`.")
@@ -67,7 +67,7 @@ ALGORITHM = Algorithm(
     name="density",
     version=VERSION,
     description="Line text density: the page rendered to lines, each line's text length over "
-    "the HTML it took; content lines pass a fixed, mean, Gaussian-optimal (seed 000) or learned "
+    "the HTML it took; content lines pass a fixed, mean, Gaussian-optimal or learned "
     "threshold. Block score: density (learned: the classifier's probability).",
     reference="Champandard, A. J. The Easy Way to Extract Useful Text from Arbitrary HTML "
     "(ai-depot.com, 2007), with C. Wenenr's Gaussian optimal threshold from its comments",

@@ -1,6 +1,6 @@
 """A page rendered to lines as a text-mode browser would, with the HTML each line took.
 
-Seed 003 runs an HTML parser that reports its position in the source and gives
+Champandard's article runs an HTML parser that reports its position in the source and gives
 every line the bytes consumed since the previous text. lxml reports no source
 offsets and the stdlib `html.parser` (which does) is several times slower than
 lxml's whole parse, so this is one linear regex scan of the source instead:

@@ -1,21 +1,22 @@
 """The learned threshold's features and its model file, evaluated in plain numpy.
 
-Seed 003 feeds a neural network the density, HTML bytes and text length of a
-line and of its previous and next lines (9 inputs). Byte and length counts are
+Champandard's "The Easy Way to Extract Useful Text from Arbitrary HTML" feeds a
+neural network the density, HTML bytes and text length of a line and of its
+previous and next lines (9 inputs). Byte and length counts are
 log-scaled (log1p) because they span five orders of magnitude; a missing
 neighbour (first or last line) is all zeros.
 
-A model file is JSON (loads without executing code): `kind` is `mlp` (dense
-layers, tanh hidden units, sigmoid output, inputs standardised) or `gbdt`
-(gradient-boosted complete binary trees of fixed depth on the raw features,
-logistic link). Both give the probability that a line is content. The decision
+A model file is JSON (loads without executing code): `kind` is `mlp` (shared.mlp:
+dense layers, tanh hidden units, sigmoid output, inputs standardised) or `gbdt`
+(shared.gbdt: gradient-boosted trees on the raw features, logistic link). Both give
+the probability that a line is content. The decision
 then smooths the probabilities over neighbouring lines (`smoothing` kernel),
 because content comes in runs and a short line inside an article (a caption, a
 dateline) should follow its neighbours; and a line is content when its smoothed
 probability reaches `cut`, or reaches `relative_cut` times the page's highest one
 when that is lower, so a page whose best lines all score under the cut still
-yields its likeliest lines instead of an empty extract. Both rules were chosen by
-cross-validated word F1 (see services/density/training.py).
+yields its likeliest lines instead of an empty extract. The classifier and the
+rule were chosen by leave-one-dataset-out word F1 (services/density/training.py).
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ from shared.gbdt import Gbdt as Gbdt  # re-exported: the density model format na
 from shared.gbdt import decide as decide
 from shared.gbdt import sigmoid as _sigmoid
 from shared.gbdt import smooth as smooth
+from shared.mlp import Mlp as Mlp  # re-exported: the density model format names it
 from shared.modelfile import check_header, read_json, write_json
 
 FORMAT = "boilerbench-density-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MODEL_DIR = Path(__file__).resolve().parent / "model"
-DEFAULT_MODEL = MODEL_DIR / "density-v1.json"
+DEFAULT_MODEL = MODEL_DIR / "density-v2.json"
 FEATURES = tuple(
     f"{name}_{where}" for where in ("prev", "line", "next")
     for name in ("density", "log_html_bytes", "log_text_length")
@@ -69,37 +71,6 @@ def line_features(lines: Sequence[Line]) -> Matrix:
     features[:, 3:6] = own
     features[:-1, 6:9] = own[1:]
     return features
-
-
-@dataclass(frozen=True)
-class Mlp:
-    """Dense layers with tanh hidden units and a sigmoid output."""
-
-    mean: Matrix
-    scale: Matrix
-    weights: list[Matrix]
-    biases: list[Matrix]
-
-    def logits(self, features: Matrix) -> Matrix:
-        h = (features - self.mean) / self.scale
-        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
-            h = h @ w + b
-            if i < len(self.weights) - 1:
-                h = np.tanh(h)
-        return h[:, 0]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"mean": self.mean.tolist(), "scale": self.scale.tolist(),
-                "layers": [{"weights": w.tolist(), "bias": b.tolist()}
-                           for w, b in zip(self.weights, self.biases, strict=True)]}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Mlp:
-        layers = data["layers"]
-        return cls(np.asarray(data["mean"], dtype=np.float64),
-                   np.asarray(data["scale"], dtype=np.float64),
-                   [np.asarray(layer["weights"], dtype=np.float64) for layer in layers],
-                   [np.asarray(layer["bias"], dtype=np.float64) for layer in layers])
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,17 @@
-"""Thresholds on line density: the page mean and seed 000's Gaussian optimal threshold.
+"""Thresholds on line density: the page mean and the Gaussian optimal threshold.
 
-Seed 000 models the densities of text lines (y) and markup lines (z) as two
-normal distributions with prior p = |y| / (|y| + |z|) and asks for the density
-where either class is equally probable:
+Wenenr (commenting on Champandard's article) models the densities of text lines (y)
+and markup lines (z) as two normal distributions with prior p = |y| / (|y| + |z|)
+and asks for the density where either class is equally probable:
 
     p N(x; mu_y, var_y) = (1 - p) N(x; mu_z, var_z).
 
-Taking logs gives a quadratic in x, solved here. The seed's closed form
+Taking logs gives a quadratic in x, solved here. The comment's closed form
 (mu_y t_y - mu_z t_z +- sqrt(t_y t_z)(mu_y - mu_z)) / (t_y - t_z) with
 t = var ln(prior) does not solve this equation: it drops the 1/sigma of the
 normal densities and the factor 1/2 of the exponent (its worked example also
 slips: sigma written for sigma squared, and 0.0466 ln 0.6 is -0.0238, not
--0.238). On the seed's example it gives 0.473, where the weighted densities are
+-0.238). On the comment's example it gives 0.473, where the weighted densities are
 not equal; the root of the equation between the two class means is 0.385.
 """
 
@@ -66,7 +66,7 @@ def optimal_threshold(mean_y: float, var_y: float, mean_z: float, var_z: float,
 
 
 def gaussian_threshold(values: Values) -> float:
-    """Seed 000's threshold estimated on the page itself, by iterating to a fixed point.
+    """The Gaussian optimal threshold estimated on the page itself, by iterating to a fixed point.
 
     Start from the mean as split (lines at or above it are text), fit a normal
     to each side, move the split to the optimal threshold, re-split, and stop

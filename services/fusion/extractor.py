@@ -1,13 +1,13 @@
-"""fusion: boilerbench's own extractor, a learned block classifier over the seeds' measures.
+"""fusion: boilerbench's own extractor, a learned block classifier over published measures.
 
 Every text block of the page (shared.html.text_blocks, one parse) gets the figures the
-seed algorithms decide by (jusText's stopword and link density, Boilerpipe's word
+published algorithms decide by (jusText's stopword and link density, Boilerpipe's word
 counts and neighbours, CETD's composite text density, BTE's window, readability's
-class/id hints, position; see services/fusion/features.py), and gradient-boosted trees
-trained on gold-labelled pages (services/fusion/training.py, `boilerbench train
-fusion`) turn them into a probability of being content. The probabilities are smoothed
-over neighbouring blocks and cut (services/fusion/model.py). The model is a JSON file
-evaluated in numpy: no machine-learning library at runtime.
+class/id hints and candidate scores, position; see services/fusion/features.py), and
+gradient-boosted trees trained on gold-labelled pages (services/fusion/training.py,
+`boilerbench train fusion`) turn them into a probability of being content. The
+probabilities are smoothed over neighbouring blocks and cut (services/fusion/model.py).
+The model is a JSON file evaluated in numpy: no machine-learning library at runtime.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from shared.contract import Algorithm, Block, Extraction, Options
 class FusionOptions(Options):
     cut: float | None = Field(
         None, ge=0, le=1, description="Keep blocks whose smoothed probability reaches this; "
-        "default: the cut chosen by cross-validation at training time (in the model file).")
+        "default: the cut chosen leave-one-dataset-out at training time (in the model file).")
     smooth: bool = Field(
         True, description="Smooth the probabilities over neighbouring blocks with the "
         "model's kernel before the cut (off: each block on its own).")
@@ -53,8 +53,8 @@ ALGORITHM = Algorithm(
     name="fusion",
     version=version("boilerbench"),
     description="boilerbench's own extractor: gradient-boosted trees over each text block's "
-    "text, link, stopword, markup, CETD-density, BTE-window, position and neighbour "
-    "features, probabilities smoothed over neighbours. Block score: the smoothed "
+    "text, link, stopword, markup, CETD-density, BTE-window, readability-score, position and "
+    "neighbour features, probabilities smoothed over neighbours. Block score: the smoothed "
     "probability of being content.",
     reference="boilerbench (services/fusion); features after jusText (Pomikálek 2011), "
     "Boilerpipe (Kohlschütter et al., WSDM 2010), CETD (Sun et al., SIGIR 2011), BTE (Finn "

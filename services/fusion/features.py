@@ -14,6 +14,12 @@ walk, only BTE's token walk goes over the whole tree. Per block:
   share of the page's characters under the parent and grandparent and their link
   density (characters summed from the blocks, tags counted by XPath: no second walk);
 - BTE (services/bte): the share of the block's words inside BTE's window;
+- readability (Arc90): the content score readability gives the block's container's
+  parent (paragraphs of 25+ characters score 1 + their commas + up to 3
+  for length into their parent and half into their grandparent, after class/id and tag
+  weights, times one minus link density), over the page's best candidate; whether the
+  block lies inside readability's article (the best candidate and the siblings that
+  score at least a fifth of it); the best candidate's score itself;
 - layout: relative position by block and by words, whether the block shares a parent or
   grandparent with the page's longest block (where articles keep their paragraphs);
 - page: total words, number of blocks, overall link density (so one model can adapt
@@ -74,14 +80,22 @@ MARKUP = (*(f"tag_{g}" for g in ("p", "h", "li", "td", "div", "pre", "other")), 
 DENSITY = ("log_ctd", "log_parent_ctd", "log_grandparent_ctd", "ctd_over_body",
            "parent_char_share", "grandparent_char_share", "parent_link_density",
            "grandparent_link_density")
+READABILITY = ("readability_share", "readability_article", "readability_log_top")
 LAYOUT = ("bte_inside", "position", "word_position", "words_over_longest", "longest_parent",
           "longest_grandparent")
 PAGE = ("page_log_words", "page_log_blocks", "page_link_density")
 FEATURES: tuple[str, ...] = (
-    *OWN, *MARKUP, *DENSITY, *LAYOUT, *PAGE,
+    *OWN, *MARKUP, *DENSITY, *READABILITY, *LAYOUT, *PAGE,
     *(f"{name}_prev" for name in CONTEXT), *(f"{name}_next" for name in CONTEXT),
     "window_link_density", "window_log_words",
 )
+# readability's initial candidate scores by tag, and which containers are paragraphs.
+READABILITY_TAG_SCORE: dict[str, float] = {
+    "div": 5, "pre": 3, "td": 3, "blockquote": 3, "address": -3, "ol": -3, "ul": -3,
+    "dl": -3, "dd": -3, "dt": -3, "li": -3, "form": -3, "th": -5,
+    **{f"h{i}": -5 for i in range(1, 7)},
+}
+READABILITY_PARAGRAPHS = frozenset({"p", "pre", "td", "div"})
 _BTE_OPTIONS = BteOptions()
 _BTE_LOOKAHEAD = 8
 _COUNT_TAGS = etree.XPath("count(.//*)")
@@ -173,12 +187,11 @@ def _bte_shares(root: etree._Element, blocks: Sequence[TextBlock]) -> list[float
     return shares
 
 
-def _densities(root: etree._Element, blocks: Sequence[TextBlock],
-               ancestry: dict[etree._Element, tuple[int, ...]]) -> Matrix:
-    """CETD's figures of each block's container, parent and grandparent, computed from
-    the blocks (characters and link characters summed up the tree) and XPath counts of
-    the tags below the few elements that need them, instead of a second walk.
-    `ancestry` holds every container and its ancestors with their depth first."""
+def _subtree_chars(blocks: Sequence[TextBlock],
+                   ancestry: dict[etree._Element, tuple[int, ...]]
+                   ) -> dict[etree._Element, list[float]]:
+    """Characters and link characters of the blocks under each element of `ancestry`
+    (every container and its ancestors, with their depth first), summed up the tree."""
     chars: dict[etree._Element, list[float]] = {}  # element -> [chars, link chars]
     for block in blocks:
         figures = chars.setdefault(block.element, [0.0, 0.0])
@@ -192,6 +205,74 @@ def _densities(root: etree._Element, blocks: Sequence[TextBlock],
             above = chars.setdefault(parent, [0.0, 0.0])
             above[0] += figures[0]
             above[1] += figures[1]
+    return chars
+
+
+def _readability(blocks: Sequence[TextBlock], chars: dict[etree._Element, list[float]]
+                 ) -> Matrix:
+    """readability's (Arc90) candidate scores seen from each block: the score of its
+    container's parent (the candidate its paragraph feeds) over the page's best, whether
+    it lies in the article readability would keep, and the page's best score (log1p)."""
+    scores: dict[etree._Element, float] = {}
+
+    def add(element: etree._Element, value: float) -> None:
+        if element not in scores:
+            attrs = (element.get("class") or "", element.get("id") or "")
+            weight = sum(25.0 * (bool(POSITIVE.search(a.lower())) -
+                                 bool(NEGATIVE.search(a.lower()))) for a in attrs if a)
+            scores[element] = weight + READABILITY_TAG_SCORE.get(tag_name(element), 0.0)
+        scores[element] += value
+
+    for block in blocks:
+        text = block.text
+        if tag_name(block.element) not in READABILITY_PARAGRAPHS or len(text) < 25:
+            continue
+        parent = block.element.getparent()
+        if parent is None:
+            continue
+        value = 2.0 + text.count(",") + min(len(text) / 100, 3.0)
+        add(parent, value)
+        grand = parent.getparent()
+        if grand is not None:
+            add(grand, value / 2)
+    rows = np.zeros((len(blocks), len(READABILITY)))
+    if not scores:
+        return rows
+    final = {e: s * (1.0 - chars[e][1] / max(chars[e][0], 1.0)) if e in chars else s
+             for e, s in scores.items()}
+    top = max(final, key=lambda e: final[e])
+    best = final[top]
+    parent_of_top = top.getparent()
+    threshold = max(10.0, 0.2 * best)
+    siblings = list(parent_of_top) if parent_of_top is not None else []
+    article = {top} | {e for e in siblings if final.get(e, -math.inf) >= threshold}
+    inside: dict[etree._Element, bool] = {}
+
+    def in_article(element: etree._Element) -> bool:
+        chain = []
+        node: etree._Element | None = element
+        while node is not None and node not in inside and node not in article:
+            chain.append(node)
+            node = node.getparent()
+        answer = node is not None and (node in article or inside[node])
+        for item in chain:
+            inside[item] = answer
+        return answer
+
+    scale = max(best, 1.0)
+    for i, block in enumerate(blocks):
+        parent = block.element.getparent()
+        own = final.get(parent, 0.0) if parent is not None else 0.0
+        rows[i] = (min(max(own / scale, -1.0), 1.0), float(in_article(block.element)),
+                   math.log1p(max(best, 0.0)))
+    return rows
+
+
+def _densities(root: etree._Element, blocks: Sequence[TextBlock],
+               chars: dict[etree._Element, list[float]]) -> Matrix:
+    """CETD's figures of each block's container, parent and grandparent, computed from
+    the blocks (`chars`: characters and link characters summed up the tree) and XPath
+    counts of the tags below the few elements that need them, instead of a second walk."""
     densities: dict[etree._Element, float] = {}
 
     def ctd(element: etree._Element) -> float:
@@ -282,7 +363,9 @@ def features_of(root: etree._Element) -> PageFeatures:
         ancestry[i] = _ancestry(block.element, memo)
 
     # Density (CETD's Composite Text Density of the container, its parent, grandparent).
-    density = _densities(root, blocks, memo)
+    chars_below = _subtree_chars(blocks, memo)
+    density = _densities(root, blocks, chars_below)
+    readability = _readability(blocks, chars_below)
 
     # Layout: BTE's window, position, the longest block's parent and grandparent.
     longest = blocks[int(words.argmax())].element
@@ -307,7 +390,7 @@ def features_of(root: etree._Element) -> PageFeatures:
     context = own[:, [OWN.index(name) for name in CONTEXT]]
     window_words = _window_sum(words, 2)
     window_link = _window_sum(link / chars * words, 2) / np.maximum(window_words, 1.0)
-    matrix = np.hstack([own, groups, ancestry, density, layout, page,
+    matrix = np.hstack([own, groups, ancestry, density, readability, layout, page,
                         _shift(context, 1), _shift(context, -1),
                         window_link[:, None], np.log1p(window_words)[:, None]])
     return PageFeatures(blocks, tokens, matrix)

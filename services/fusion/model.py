@@ -21,9 +21,9 @@ from shared.gbdt import Gbdt, decide
 from shared.modelfile import check_header, read_json, write_json
 
 FORMAT = "boilerbench-fusion-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MODEL_DIR = Path(__file__).resolve().parent / "model"
-DEFAULT_MODEL = MODEL_DIR / "fusion-v1.json"
+DEFAULT_MODEL = MODEL_DIR / "fusion-v2.json"
 
 
 @dataclass(frozen=True)

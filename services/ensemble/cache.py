@@ -1,0 +1,117 @@
+"""Every member's answer on every labelled page, computed once and kept on disk.
+
+Training the combiner and choosing its members by cost need each member's output on
+every page of every dataset; running ten extractors over all pages takes many CPU
+minutes, so the answers (text, blocks, CPU milliseconds) are computed in a process
+pool, in this process's way of reaching members (in-process, default options), and
+stored per dataset and member under a git-ignored folder. A stored file is reused
+while the member's version and the dataset's page ids are unchanged.
+
+Training only: the service never reads this cache.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from services.ensemble.members import MemberAnswer, ask_in_process
+from shared.contract import Block
+from shared.datasets import REPO_ROOT
+from shared.decoding import NotHTMLError
+from shared.registry import SERVICES
+from shared.training import load_page, page_ids
+
+CACHE_DIR = REPO_ROOT / ".cache" / "ensemble-members"
+
+
+def _encode(answer: MemberAnswer) -> dict[str, Any]:
+    blocks = None if answer.blocks is None else [
+        [b.text, b.is_content, b.score, b.path, b.label] for b in answer.blocks]
+    return {"text": answer.text, "blocks": blocks, "cpu_ms": round(answer.cpu_ms, 3),
+            "wall_ms": round(answer.wall_ms, 3), "error": answer.error}
+
+
+def _decode(member: str, data: dict[str, Any]) -> MemberAnswer:
+    blocks = None if data["blocks"] is None else [
+        Block(text=t, is_content=c, score=s, path=p, label=lab)
+        for t, c, s, p, lab in data["blocks"]]
+    return MemberAnswer(member, data["text"], blocks, data["cpu_ms"], data["error"],
+                        data["wall_ms"])
+
+
+def _member_version(member: str) -> str:
+    try:
+        return SERVICES[member].algorithm().version
+    except Exception as exc:  # not installed: cached as failing everywhere
+        return f"unavailable ({type(exc).__name__})"
+
+
+def _page_answers(job: tuple[Path, str, tuple[str, ...]]) -> dict[str, dict[str, Any]]:
+    dataset, page_id, members = job
+    try:
+        html, _ = load_page(dataset, page_id)
+    except NotHTMLError:
+        return {}
+    return {m: _encode(ask_in_process(m, html, None)) for m in members}
+
+
+def _cache_file(dataset: Path, member: str) -> Path:
+    return CACHE_DIR / dataset.name / f"{member}.json.gz"
+
+
+def _key(dataset: Path, member: str) -> str:
+    ids = "\n".join(page_ids(dataset))
+    return hashlib.sha256(f"{_member_version(member)}\n{ids}".encode()).hexdigest()
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = orjson.loads(gzip.decompress(path.read_bytes()))
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+def member_answers(datasets: Sequence[Path], members: Sequence[str], workers: int = 2,
+                   log: Callable[[str], None] = lambda _: None
+                   ) -> dict[tuple[str, str], dict[str, MemberAnswer]]:
+    """(dataset name, page id) -> member -> answer, from the cache or computed (and
+    then stored) for the members whose cached file is missing or stale."""
+    result: dict[tuple[str, str], dict[str, MemberAnswer]] = {}
+    for dataset in datasets:
+        stale = []
+        stored: dict[str, dict[str, Any]] = {}
+        for member in members:
+            data = _read(_cache_file(dataset, member))
+            if data is not None and data.get("key") == _key(dataset, member):
+                stored[member] = data["pages"]
+            else:
+                stale.append(member)
+        if stale:
+            log(f"{dataset.name}: computing {', '.join(stale)} on {len(page_ids(dataset))} pages")
+            jobs = [(dataset, page_id, tuple(stale)) for page_id in page_ids(dataset)]
+            # spawn: a forked child would inherit a started JVM (Boilerpipe) and hang
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")
+                                     ) as pool:
+                computed = list(pool.map(_page_answers, jobs, chunksize=4))
+            for member in stale:
+                pages = {page_id: answers[member]
+                         for (_, page_id, _), answers in zip(jobs, computed, strict=True)
+                         if answers}
+                path = _cache_file(dataset, member)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(gzip.compress(orjson.dumps(
+                    {"key": _key(dataset, member), "pages": pages})))
+                stored[member] = pages
+        for member, pages in stored.items():
+            for page_id, data in pages.items():
+                result.setdefault((dataset.name, page_id), {})[member] = _decode(member, data)
+    return result

@@ -1,0 +1,170 @@
+"""ensemble: a learned combiner over the other extractors' answers.
+
+For each page the members (other algorithm services) are asked for their extraction,
+every answer is mapped onto the page's text blocks next to fusion's block measures
+(services/ensemble/features.py), and gradient-boosted trees (services/ensemble/model.py,
+trained by `boilerbench train ensemble`, leave-one-dataset-out) decide each block.
+
+Members are reached over HTTP where a URL is configured for them
+(BOILERBENCH_MEMBER_URLS, all asked at once, each within BOILERBENCH_MEMBER_TIME_LIMIT_S)
+and run inside this process otherwise (one after the other; those not started within
+that time are left out). A member that is missing, down, slow or failing is a missing
+feature: the trees were trained with members dropped at random. The reply's `details`
+names the members asked, those that answered and why the others did not; `fallback` is
+true when none answered and the blocks were decided on the page's own features alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from concurrent.futures import Future
+from importlib.metadata import version
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from services.ensemble.features import page_matrix
+from services.ensemble.members import HttpMembers, MemberAnswer, ask_in_process
+from services.ensemble.model import default_model
+from services.fusion.features import page_features, stoplists
+from shared.contract import Algorithm, Block, Extraction, Options
+from shared.registry import SERVICES
+from shared.settings import ServiceSettings
+
+# Pages past these sizes (ten times the largest labelled page's) get no in-process
+# members: the ensemble then costs what fusion does, and stays within its time limit.
+MAX_BLOCKS = 10_000
+MAX_WORDS = 300_000
+
+
+class EnsembleOptions(Options):
+    members: list[str] | None = Field(
+        None, description="Ask only these members (a subset of the model's; an empty list "
+        "asks none). Default: the model's default members, the cheapest set that kept its "
+        "leave-one-dataset-out accuracy.")
+
+    @field_validator("members")
+    @classmethod
+    def _known(cls, members: list[str] | None) -> list[str] | None:
+        if members is None:
+            return None
+        known = default_model().members
+        unknown = [m for m in members if m not in known]
+        if unknown:
+            raise ValueError(f"not members of the model: {unknown}; known: {list(known)}")
+        return [m for m in known if m in members]
+
+
+@functools.cache
+def member_time_limit() -> float:
+    """How long the members may take on a page: BOILERBENCH_MEMBER_TIME_LIMIT_S, at most
+    half the service's time limit (over HTTP: each member's; in this process: all of
+    them together, the members not started by then count as missing)."""
+    settings = ServiceSettings()
+    return min(settings.member_time_limit_s, settings.time_limit_s / 2)
+
+
+@functools.cache
+def http_members() -> HttpMembers | None:
+    """The members configured with a URL, or None (every member in-process)."""
+    settings = ServiceSettings()
+    urls = {name: url.rstrip("/") for name, url in settings.member_urls.items()
+            if name in default_model().members}
+    if not urls:
+        return None
+    return HttpMembers(urls, member_time_limit(), settings.token)
+
+
+def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extraction:
+    started = time.perf_counter()
+    model = default_model()
+    names = list(model.default_members if options.members is None else options.members)
+    http = http_members()
+    pending: dict[str, Future[MemberAnswer]] = {}
+    if http is not None:
+        pending = http.submit([n for n in names if n in http.urls], html, url)
+    page = page_features(html)  # while the members over HTTP work
+    answers: dict[str, MemberAnswer] = {}
+    budget_end = started + member_time_limit()
+    huge = len(page.blocks) > MAX_BLOCKS or sum(map(len, page.tokens)) > MAX_WORDS
+    for name in names:
+        if name in pending:
+            continue
+        if huge:  # each member would parse it again: the time limit would run out
+            answers[name] = MemberAnswer(name, None, None, error="the page is too large "
+                                         "to run members in this process")
+        elif time.perf_counter() > budget_end:
+            answers[name] = MemberAnswer(name, None, None, error="the page's time for "
+                                         "members in this process was spent")
+        else:
+            answers[name] = ask_in_process(name, html, url)
+    answers.update({n: future.result() for n, future in pending.items()})
+    smoothed, keep = model.decide(page_matrix(page, answers, model.members,
+                                              model.fusion_columns))
+    blocks = [
+        Block(text=block.text, is_content=bool(kept), score=round(float(p), 4), path=block.path)
+        for block, p, kept in zip(page.blocks, smoothed, keep, strict=True)
+    ]
+    answered = [n for n in names if answers[n].answered]
+    details: dict[str, Any] = {
+        "members_asked": names,
+        "members_answered": answered,
+        "members_missing": {n: answers[n].error or "no answer" for n in names
+                            if not answers[n].answered},
+        "fallback": not answered,
+    }
+    return Extraction(blocks, details=details)
+
+
+def _warm_up() -> None:
+    """Load the model, fusion's stoplists and the in-process default members."""
+    model = default_model()
+    stoplists()
+    http = http_members()
+    for name in model.default_members:
+        if http is None or name not in http.urls:
+            ask_in_process(name, "<html><body><p>warm up</p></body></html>", None)
+
+
+def _details() -> dict[str, Any]:
+    """/info's details: the members (version where installed here, URL where asked over
+    HTTP, whether asked by default) and the model's leave-one-dataset-out figures."""
+    model = default_model()
+    urls = ServiceSettings().member_urls
+    members: dict[str, dict[str, Any]] = {}
+    for name in model.members:
+        try:
+            member_version: str | None = SERVICES[name].algorithm().version
+        except Exception:  # not installed here: reached over HTTP or missing
+            member_version = None
+        members[name] = {"version": member_version, "url": urls.get(name),
+                         "default": name in model.default_members}
+    evaluation = model.metadata.get("evaluation", {})
+    return {"members": members,
+            "leave_one_dataset_out": {k: evaluation.get(k) for k in
+                                      ("metric", "default_members", "all_members",
+                                       "no_member", "mean")},
+            "learned_members": model.metadata.get("learned_members"),
+            "trained_on": [d["name"] for d in model.metadata.get("datasets", [])]}
+
+
+def _description() -> str:
+    return ("A learned combiner over the other services: each member's extraction mapped "
+            "onto the page's text blocks, with fusion's block measures, decided by "
+            "gradient-boosted trees trained leave-one-dataset-out with members dropped at "
+            "random. Reply `details`: members asked, answered, missing, and `fallback` when "
+            "none answered. Block score: the smoothed probability of being content.")
+
+
+ALGORITHM = Algorithm(
+    name="ensemble",
+    version=version("boilerbench"),
+    description=_description(),
+    reference="boilerbench (services/ensemble); stacked generalisation (Wolpert, Neural "
+    "Networks 1992) over the project's extractors",
+    options_model=EnsembleOptions,
+    extract=extract,
+    warm_up=_warm_up,
+    details=_details,
+)

@@ -1,0 +1,323 @@
+"""Training the ensemble's combiner, leave-one-dataset-out, and choosing its members.
+
+Pages: every labelled page of the datasets given; a block is content when more than
+half of its tokens align with the gold (shared.training, as for fusion). Members'
+answers come from services/ensemble/cache.py (computed once, in-process).
+
+Learned members are left out of the combiner's features: fusion's and density's shipped
+models were fitted on these datasets, so their answers on a held-out dataset would
+carry what they learned from it. fusion's block features (not its model) are in.
+
+Every row is used twice: with every member's answer, and with a random subset of the
+members kept (each subset size equally likely, down to none), so the trees learn what
+to do when members are missing; the draw comes from the seed.
+
+Every choice is made leave-one-dataset-out: for each dataset, the trees are fitted on
+the others and its pages are scored; the smoothing and cut are the pair of best mean
+over the held-out datasets, and the members are chosen by cost on those held-out
+scores (`frontier`: greedy backward removal of the member whose loss costs least F1
+per CPU millisecond saved; the default is the cheapest set within DEFAULT_TOLERANCE of
+the full set's mean). The shipped model is then fitted on every page.
+
+Training only: no service imports this at runtime.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from services.ensemble.cache import member_answers
+from services.ensemble.features import (
+    Matrix,
+    MemberFigures,
+    block_support,
+    combine,
+    member_figures,
+    token_counts,
+)
+from services.ensemble.members import MemberAnswer
+from services.ensemble.model import EnsembleModel, dump_model, read_model
+from services.fusion.features import page_features
+from shared.blockmap import CONTENT_SHARE
+from shared.decoding import NotHTMLError
+from shared.gbdt import Gbdt, decide
+from shared.learners import TreeParams, train_gbdt
+from shared.tokens import tokenize
+from shared.training import (
+    CHECK_PAGES,
+    Page,
+    load_page,
+    lodo_record,
+    mean_f1_by_dataset,
+    overall,
+    page_f1,
+    page_ids,
+    stack,
+    word_f1,
+)
+
+# Every algorithm service but rss (it needs a feed), the ensemble itself and the
+# learned ones (see the module docstring).
+TRAINING_MEMBERS = ("justext", "boilerpipe", "bte", "cetd", "trafilatura", "readability",
+                    "resiliparse")
+LEARNED_MEMBERS = ("fusion", "density")
+CUTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65)
+KERNELS: tuple[tuple[float, ...], ...] = ((1.0,), (0.25, 0.5, 0.25), (0.15, 0.7, 0.15))
+DEFAULT_TOLERANCE = 0.005
+CHECK_ROWS = 16  # feature rows whose probabilities are recorded
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    trees: TreeParams = field(default_factory=lambda: TreeParams(
+        trees=150, learning_rate=0.1, leaves=31, min_child_samples=50, l2=1.0,
+        feature_fraction=0.8, bagging_fraction=0.5))
+    relative_cut: float = 0.5
+
+
+@dataclass
+class EnsemblePage:
+    """A labelled page: fusion's block matrix, each member's figures on its blocks,
+    the members' CPU time on it."""
+
+    dataset: str
+    page_id: str
+    fusion: Matrix
+    figures: dict[str, MemberFigures | None]
+    labels: Matrix
+    tokens: list[list[str]]
+    gold: Counter[str] = field(repr=False)
+    cpu_ms: dict[str, float] = field(default_factory=dict)
+    member_f1: dict[str, float] = field(default_factory=dict)
+
+    def matrix(self, members: Sequence[str], kept: Sequence[str] | None = None) -> Matrix:
+        """The combiner's matrix with only `kept` members answering (default: all)."""
+        keep = set(members if kept is None else kept)
+        return combine(self.fusion, token_counts(self.tokens),
+                       [self.figures[m] if m in keep else None for m in members])
+
+    def as_page(self, features: Matrix) -> Page:
+        return Page(self.dataset, self.page_id, features, self.labels, self.tokens, self.gold)
+
+
+def _build_page(job: tuple[Path, str, dict[str, MemberAnswer]]) -> EnsemblePage | None:
+    dataset, page_id, answers = job
+    try:
+        html, gold = load_page(dataset, page_id)
+    except NotHTMLError:
+        return None
+    page = page_features(html)
+    gold_tokens = tokenize(gold)
+    gold_counts = Counter(gold_tokens)
+    labels = (block_support(page.tokens, gold_tokens) > CONTENT_SHARE).astype(np.float64)
+    figures = {m: member_figures(page, a) for m, a in answers.items()}
+    return EnsemblePage(dataset.name, page_id, page.matrix, figures, labels, page.tokens,
+                        gold_counts, {m: a.cpu_ms for m, a in answers.items()},
+                        {m: word_f1(Counter(tokenize(a.text or "")), gold_counts)
+                         for m, a in answers.items()})
+
+
+def load_pages(datasets: Sequence[Path], members: Sequence[str], workers: int,
+               log: Callable[[str], None]) -> list[EnsemblePage]:
+    answers = member_answers(datasets, members, workers, log)
+    jobs = [(d, page_id, answers[(d.name, page_id)]) for d in datasets
+            for page_id in page_ids(d) if (d.name, page_id) in answers]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        pages = [p for p in pool.map(_build_page, jobs, chunksize=8) if p is not None]
+    return pages
+
+
+def training_rows(pages: Sequence[EnsemblePage], members: Sequence[str], seed: int
+                  ) -> list[Page]:
+    """Each page twice: every member answering, then a random subset (module docstring)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for page in pages:
+        rows.append(page.as_page(page.matrix(members)))
+        size = int(rng.integers(0, len(members) + 1))
+        kept = [members[i] for i in sorted(rng.choice(len(members), size, replace=False))]
+        rows.append(page.as_page(page.matrix(members, kept)))
+    return rows
+
+
+def fit(pages: Sequence[EnsemblePage], members: Sequence[str], hp: Hyperparameters,
+        seed: int) -> Gbdt:
+    rows = training_rows(pages, members, seed)
+    x, y, w = stack(rows, rows[0].features.shape[1] if rows else 0)
+    return train_gbdt(x, y, w, hp.trees, seed)
+
+
+def single_service_f1(pages: Sequence[EnsemblePage], services: Sequence[str]
+                      ) -> dict[str, dict[str, float]]:
+    """Each member's own mean bag-of-words word F1 per dataset (an empty extract for a
+    page it failed on), in-process with default options."""
+    result: dict[str, dict[str, float]] = {}
+    for service in services:
+        scores: dict[str, list[float]] = {}
+        for page in pages:
+            scores.setdefault(page.dataset, []).append(page.member_f1.get(service, 0.0))
+        result[service] = {d: round(float(np.mean(v)), 4) for d, v in sorted(scores.items())}
+    return result
+
+
+@dataclass
+class Lodo:
+    """Leave-one-dataset-out probabilities: held-out page index -> probabilities, per
+    member subset asked."""
+
+    models: dict[str, Gbdt]
+
+    def probabilities(self, pages: Sequence[EnsemblePage], members: Sequence[str],
+                      kept: Sequence[str]) -> list[Matrix]:
+        return [self.models[p.dataset].probabilities(p.matrix(members, kept)) for p in pages]
+
+
+def lodo_models(pages: Sequence[EnsemblePage], members: Sequence[str], hp: Hyperparameters,
+                seed: int, log: Callable[[str], None]) -> Lodo:
+    models = {}
+    for name in sorted({p.dataset for p in pages}):
+        models[name] = fit([p for p in pages if p.dataset != name], members, hp, seed)
+        log(f"fitted without {name}")
+    return Lodo(models)
+
+
+def scores_at(pages: Sequence[EnsemblePage], probabilities: Sequence[Matrix],
+              kernel: Sequence[float], cut: float, hp: Hyperparameters) -> dict[str, float]:
+    return mean_f1_by_dataset([p.as_page(p.fusion) for p in pages],
+                              [decide(q, kernel, cut, hp.relative_cut)[1] for q in probabilities])
+
+
+def choose_rule(pages: Sequence[EnsemblePage], probabilities: Sequence[Matrix],
+                hp: Hyperparameters) -> tuple[float, tuple[float, ...], dict[str, float]]:
+    """The cut and kernel of best mean held-out F1 (ties: the cut nearest 0.5)."""
+    best: tuple[float, float, tuple[float, ...], dict[str, float]] | None = None
+    for kernel in KERNELS:
+        for cut in CUTS:
+            scores = scores_at(pages, probabilities, kernel, cut, hp)
+            key = overall(scores) - 1e-6 * abs(cut - 0.5)
+            if best is None or key > best[0] + 1e-12:
+                best = (key, cut, kernel, scores)
+    assert best is not None
+    return best[1], best[2], best[3]
+
+
+def member_costs(pages: Sequence[EnsemblePage], members: Sequence[str]) -> dict[str, float]:
+    """Each member's mean CPU milliseconds per page, as measured while its answers were
+    computed (in-process)."""
+    return {m: round(float(np.mean([p.cpu_ms.get(m, 0.0) for p in pages])), 3)
+            for m in members}
+
+
+def frontier(pages: Sequence[EnsemblePage], lodo: Lodo, members: Sequence[str],
+             cost: dict[str, float], kernel: Sequence[float], cut: float,
+             hp: Hyperparameters, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Greedy backward removal: from every member down to none, each step drops the
+    member whose loss costs least held-out F1 per CPU millisecond saved (`cost`)."""
+
+    def evaluate(kept: Sequence[str]) -> dict[str, Any]:
+        scores = scores_at(pages, lodo.probabilities(pages, members, kept), kernel, cut, hp)
+        return {"members": list(kept), "word_f1": scores, "mean_f1": round(overall(scores), 4),
+                "member_cpu_ms": round(sum(cost[m] for m in kept), 2)}
+
+    kept = list(members)
+    steps = [evaluate(kept)]
+    log(f"frontier: {steps[-1]['members']} {steps[-1]['mean_f1']}")
+    while kept:
+        options = [evaluate([m for m in kept if m != drop]) for drop in kept]
+        now = steps[-1]["mean_f1"]
+        best = min(zip(kept, options, strict=True),
+                   key=lambda pair: ((now - pair[1]["mean_f1"]) / max(cost[pair[0]], 1e-3),
+                                     pair[0]))
+        kept = best[1]["members"]
+        steps.append({**best[1], "dropped": best[0]})
+        log(f"frontier: -{best[0]} {steps[-1]['mean_f1']} at {steps[-1]['member_cpu_ms']} ms")
+    return steps
+
+
+def checks(model: EnsembleModel, pages: Sequence[EnsemblePage], kept: Sequence[str]
+           ) -> dict[str, Any]:
+    """Recorded outputs for the test that the model file and the code reproduce training:
+    the word F1 of the first pages of each dataset with the default members answering
+    (in-process), and the probabilities of a few of their rows."""
+    firsts: dict[str, list[EnsemblePage]] = {}
+    for page in pages:
+        chosen = firsts.setdefault(page.dataset, [])
+        if len(chosen) < CHECK_PAGES:
+            chosen.append(page)
+    scores = {name: {p.page_id: round(page_f1(p.as_page(p.fusion),
+                                              model.decide(p.matrix(model.members, kept))[1]), 6)
+                     for p in chosen} for name, chosen in firsts.items()}
+    matrix = np.vstack([p.matrix(model.members, kept) for c in firsts.values() for p in c])
+    matrix = matrix[:: max(1, len(matrix) // CHECK_ROWS)][:CHECK_ROWS]
+    return {"page_word_f1": scores, "rows": matrix.tolist(),
+            "probabilities": model.probabilities(matrix).tolist()}
+
+
+def default_members(steps: Sequence[dict[str, Any]]) -> list[str]:
+    """The cheapest set on the frontier within DEFAULT_TOLERANCE of the full set's F1."""
+    full = steps[0]["mean_f1"]
+    good = [s for s in steps if s["mean_f1"] >= full - DEFAULT_TOLERANCE]
+    return list(min(good, key=lambda s: (s["member_cpu_ms"], len(s["members"])))["members"])
+
+
+def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameters | None = None,
+          workers: int = 2, costs: dict[str, float] | None = None,
+          log: Callable[[str], None] = lambda _: None) -> EnsembleModel:
+    """Evaluate and choose leave-one-dataset-out, fit on every page, write `out`.
+    `costs`: the members' CPU ms per page to choose by (default: measured now, while
+    their answers were computed; a model file's recorded ones reproduce that file)."""
+    hp = hp or Hyperparameters()
+    members = TRAINING_MEMBERS
+    pages = load_pages(datasets, (*members, *LEARNED_MEMBERS), workers, log)
+    log(f"{len(pages)} pages")
+    lodo = lodo_models(pages, members, hp, seed, log)
+    full = lodo.probabilities(pages, members, members)
+    cut, kernel, full_scores = choose_rule(pages, full, hp)
+    log(f"rule: cut {cut}, smoothing {kernel}: {full_scores}")
+    costs = costs or member_costs(pages, members)
+    steps = frontier(pages, lodo, members, costs, kernel, cut, hp, log)
+    chosen = default_members(steps)
+    chosen_scores = next(s for s in steps if s["members"] == chosen)["word_f1"]
+    none_scores = steps[-1]["word_f1"]
+    meta: dict[str, Any] = {
+        "trained_by": "boilerbench train ensemble",
+        "seed": seed,
+        "trained_on": [d.name for d in datasets],
+        "leave_one_dataset_out": lodo_record(chosen_scores, [p.as_page(p.fusion)
+                                                             for p in pages]),
+        "member_cpu_ms": {m: costs[m] for m in members},
+        "members_alone": single_service_f1(pages, (*members, *LEARNED_MEMBERS)),
+        "datasets": [{"name": d.name, "pages": sum(p.dataset == d.name for p in pages)}
+                     for d in datasets],
+        "hyperparameters": asdict(hp),
+        "learned_members": "left out of the features (their shipped models were fitted on "
+                           "these datasets): " + ", ".join(LEARNED_MEMBERS),
+        "evaluation": {
+            "metric": "mean per-page bag-of-words word F1, leave-one-dataset-out (fitted on "
+                      "the other datasets, scored on the one left out)",
+            "default_members": chosen_scores,
+            "all_members": full_scores,
+            "no_member": none_scores,
+            "frontier": steps,
+        },
+    }
+    model = EnsembleModel(fit(pages, members, hp, seed), members, tuple(chosen), cut, kernel,
+                          hp.relative_cut, meta)
+    model = EnsembleModel.from_json(model.to_json())  # as the file will load it
+    meta["training_f1"] = scores_at(
+        pages, [model.probabilities(p.matrix(members, chosen)) for p in pages], kernel, cut, hp)
+    meta["checks"] = checks(model, pages, chosen)
+    model = EnsembleModel(model.gbdt, members, tuple(chosen), cut, kernel, hp.relative_cut,
+                          meta)
+    dump_model(model, out)
+    log(f"wrote {out}")
+    return read_model(out)

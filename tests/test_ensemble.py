@@ -1,0 +1,157 @@
+"""The ensemble: members' answers mapped onto blocks, missing members, members over HTTP
+going down one by one (real processes), and the model file replaying its training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from statistics import fmean
+
+import httpx
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from orchestrator.launcher import LocalStack, free_port
+from orchestrator.scoring import bag_f1
+from services.ensemble.extractor import ALGORITHM, EnsembleOptions
+from services.ensemble.features import (
+    MEMBER_FIGURES,
+    MISSING,
+    SUMMARY,
+    feature_names,
+    member_figures,
+    page_matrix,
+)
+from services.ensemble.members import MemberAnswer
+from services.ensemble.model import default_model
+from services.fusion.features import FEATURES as FUSION_FEATURES
+from services.fusion.features import page_features
+from shared.contract import Block, ExtractReply, ServiceInfo
+from shared.datasets import dataset_dir
+from shared.training import load_page
+from tests.helpers import dataset_pages
+
+PAGE = ("<html><body><div><p>alpha beta gamma</p><p>delta epsilon</p>"
+        "<p>home menu</p></div></body></html>")
+
+
+def test_a_members_answer_is_mapped_onto_the_pages_blocks() -> None:
+    page = page_features(PAGE)
+    assert [b.text for b in page.blocks] == ["alpha beta gamma", "delta epsilon", "home menu"]
+    answer = MemberAnswer("x", "alpha beta gamma\ndelta", [
+        Block("alpha beta gamma", True, 0.9), Block("delta epsilon", False, 0.2),
+        Block("home menu", False, None)])
+    figures = member_figures(page, answer)
+    assert figures is not None
+    assert figures.support.tolist() == [1.0, 0.5, 0.0]
+    assert figures.own_label.tolist() == [1.0, 0.0, 0.0]
+    assert figures.own_score.tolist() == [0.9, 0.2, MISSING]
+
+
+def test_a_missing_member_is_a_missing_feature_not_an_error() -> None:
+    page = page_features(PAGE)
+    answered = MemberAnswer("a", "alpha beta gamma", None)
+    failed = MemberAnswer("b", None, None, error="down")
+    matrix = page_matrix(page, {"a": answered, "b": failed}, ("a", "b"))
+    names = feature_names(("a", "b"))
+    assert matrix.shape == (3, len(FUSION_FEATURES) + 2 * len(MEMBER_FIGURES) + len(SUMMARY))
+    row = dict(zip(names, matrix[0], strict=True))
+    assert row["a_answered"] == 1.0
+    assert row["a_support"] == 1.0
+    assert row["a_own_label"] == MISSING  # a text-only answer has no blocks of its own
+    assert row["b_answered"] == 0.0
+    assert row["b_support"] == MISSING
+    assert row["members_answered"] == 1.0
+
+
+def test_members_option_refuses_unknown_names() -> None:
+    with pytest.raises(ValidationError):
+        EnsembleOptions(members=["no-such-member"])
+    assert EnsembleOptions(members=[]).members == []
+
+
+def test_in_process_reply_names_its_members_and_falls_back_without_them(
+        scrapinghub: Path) -> None:
+    html, gold = dataset_pages(scrapinghub, stop=1)[0]
+    model = default_model()
+    reply = ALGORITHM.run(html)
+    assert reply.details is not None
+    assert reply.details["members_asked"] == list(model.default_members)
+    assert reply.details["members_answered"] == list(model.default_members)
+    assert reply.details["fallback"] is False
+    assert bag_f1(reply.text, gold) > 0.8
+    alone = ALGORITHM.run(html, {"members": []})
+    assert alone.details == {"members_asked": [], "members_answered": [],
+                             "members_missing": {}, "fallback": True}
+    assert alone.text.strip()
+
+
+def test_model_file_replays_its_recorded_checks() -> None:
+    """The committed model, the feature code and the members in-process give the word F1
+    and probabilities recorded when the model was trained."""
+    model = default_model()
+    recorded = model.metadata["checks"]
+    probabilities = model.probabilities(np.array(recorded["rows"]))
+    assert probabilities.tolist() == pytest.approx(recorded["probabilities"], abs=1e-12)
+    for name, scores in recorded["page_word_f1"].items():
+        folder = dataset_dir(name)
+        if folder is None:
+            continue
+        for page_id, score in scores.items():
+            html, gold = load_page(folder, page_id)
+            text = ALGORITHM.run(html).text
+            assert bag_f1(text, gold) == pytest.approx(score, abs=1e-6), (name, page_id)
+
+
+def test_over_http_members_going_down_are_missing_features(scrapinghub: Path) -> None:
+    """Real processes: three members and the ensemble told their URLs, asked for those
+    three. Two members stopped: every page still 200, the two named missing, the score
+    barely moves; every member stopped: 200 and `fallback`."""
+    members = ["cetd", "trafilatura", "readability"]  # in the model's member order
+    assert [m for m in default_model().members if m in members] == members
+    ports = {name: free_port() for name in [*members, "ensemble"]}
+    urls = {name: f"http://127.0.0.1:{ports[name]}" for name in members}
+    stack = LocalStack([*members, "ensemble"], ports=ports,
+                       env={"BOILERBENCH_MEMBER_URLS": json.dumps(urls),
+                            "BOILERBENCH_MEMBER_TIME_LIMIT_S": "5"})  # a loaded machine
+    stack.start(timeout=240.0)
+    pages = dataset_pages(scrapinghub, stop=40, step=8)
+    try:
+        base = f"http://127.0.0.1:{ports['ensemble']}"
+        with httpx.Client(timeout=60.0) as client:
+            info = ServiceInfo.model_validate(client.get(f"{base}/info").json())
+            assert info.details is not None
+            assert set(info.details["members"]) == set(default_model().members)
+            assert info.details["members"]["cetd"]["url"] == urls["cetd"]
+
+            def run() -> tuple[float, list[ExtractReply]]:
+                replies = []
+                for html, _ in pages:
+                    reply = client.post(f"{base}/extract",
+                                        json={"html": html, "options": {"members": members}})
+                    assert reply.status_code == 200, reply.text
+                    replies.append(ExtractReply.model_validate(reply.json()))
+                f1 = fmean(bag_f1(r.text, gold) for r, (_, gold) in zip(replies, pages,
+                                                                         strict=True))
+                return f1, replies
+
+            full, replies = run()
+            assert all(r.details and r.details["members_answered"] == members
+                       for r in replies)
+            stopped = ["cetd", "trafilatura"]
+            for name in stopped:
+                stack.kill(name)
+            degraded, replies = run()
+            for r in replies:
+                assert r.details is not None
+                assert sorted(r.details["members_missing"]) == sorted(stopped)
+                assert r.details["members_answered"] == ["readability"]
+                assert r.details["fallback"] is False
+            assert degraded > full - 0.05
+            stack.kill("readability")
+            _, replies = run()
+            assert all(r.details and r.details["fallback"] is True
+                       and r.details["members_answered"] == [] for r in replies)
+    finally:
+        stack.stop()

@@ -1,0 +1,115 @@
+"""The shared trainer: LightGBM's and scikit-learn's own predictions against the numpy
+evaluators that the services run, on the features of real pages, and the
+leave-one-dataset-out split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from services.density.training import page_lines
+from services.fusion.training import page_blocks
+from shared.gbdt import Gbdt
+from shared.learners import (
+    NetworkParams,
+    TreeParams,
+    export_booster,
+    export_network,
+    fit_booster,
+    fit_network,
+)
+from shared.mlp import Mlp
+from shared.training import Page, leave_one_dataset_out, load_datasets
+from tests.helpers import walk_trees
+
+PAGES_PER_DATASET = 5
+
+
+@pytest.fixture(scope="module")
+def pages(four_datasets: list[Path]) -> list[Page]:
+    return load_datasets(four_datasets, page_blocks, "blocks", PAGES_PER_DATASET)[0]
+
+
+@pytest.mark.dataset
+def test_exported_trees_give_lightgbm_logits_on_real_rows(pages: list[Page]) -> None:
+    x = np.vstack([p.features for p in pages])
+    y = np.concatenate([p.labels for p in pages])
+    w = np.linspace(0.5, 1.5, len(y))
+    params = TreeParams(trees=40, leaves=24, learning_rate=0.2, min_child_samples=5,
+                        feature_fraction=0.8, bagging_fraction=0.7, l2=1.0)
+    booster = fit_booster(x, y, w, params, seed=7)
+    model = Gbdt.from_json(export_booster(booster).to_json())  # as a model file loads it
+    assert model.roots.size == 40
+    assert (model.feature >= 0).sum() > 40 * 5  # real trees, not stumps
+    # Rows on the split points themselves: `<=` goes left, in float64 as LightGBM does.
+    on_edges = x[: model.roots.size].copy()
+    inner = np.flatnonzero(model.feature >= 0)
+    for i, node in enumerate(inner[: len(on_edges)]):
+        on_edges[i, model.feature[node]] = model.threshold[node]
+    rows = np.vstack([x, on_edges])
+    expected = booster.predict(rows, raw_score=True)
+    assert np.abs(model.logits(rows) - expected).max() < 1e-9
+    assert [walk_trees(model, row) for row in rows[:50]] == pytest.approx(expected[:50], abs=1e-9)
+    assert model.logits(rows[:0]).shape == (0,)
+
+
+@pytest.mark.dataset
+def test_exported_network_gives_scikit_learn_probabilities_on_real_rows(
+        four_datasets: list[Path]) -> None:
+    lines = load_datasets(four_datasets, page_lines, "lines", PAGES_PER_DATASET)[0]
+    x = np.vstack([p.features for p in lines])
+    y = np.concatenate([p.labels for p in lines])
+    params = NetworkParams(hidden=(16, 8), epochs=5, batch=64)
+    network, mean, scale = fit_network(x, y, np.linspace(0.5, 1.5, len(y)), params, seed=3)
+    model = Mlp.from_json(export_network(network, mean, scale).to_json())
+    expected = network.predict_proba((x - mean) / scale)[:, 1]
+    assert 0.05 < expected.mean() < 0.95  # it learned something of both classes
+    assert np.abs(model.probabilities(x) - expected).max() < 1e-12
+    moderate = (expected > 1e-6) & (expected < 1 - 1e-6)
+    logits = np.log(expected[moderate] / (1 - expected[moderate]))
+    assert np.abs(model.logits(x[moderate]) - logits).max() < 1e-9
+    again = export_network(*fit_network(x, y, np.linspace(0.5, 1.5, len(y)), params, seed=3))
+    assert again.to_json() == model.to_json()
+
+
+@pytest.mark.dataset
+def test_training_is_deterministic(pages: list[Page]) -> None:
+    x = np.vstack([p.features for p in pages])
+    y = np.concatenate([p.labels for p in pages])
+    params = TreeParams(trees=10, bagging_fraction=0.5, feature_fraction=0.5)
+    first, second, other = (export_booster(fit_booster(x, y, np.ones(len(y)), params, seed))
+                            for seed in (1, 1, 2))
+    assert first.to_json() == second.to_json()
+    assert first.to_json() != other.to_json()
+
+
+def test_unfinite_rows_are_refused() -> None:
+    x = np.array([[0.0], [np.nan], [1.0], [2.0]])
+    with pytest.raises(ValueError, match="finite"):
+        fit_booster(x, np.array([0.0, 0.0, 1.0, 1.0]), np.ones(4), TreeParams(trees=1), 0)
+
+
+@pytest.mark.dataset
+def test_leave_one_dataset_out_never_sees_the_held_out_dataset(pages: list[Page]) -> None:
+    seen: list[set[str]] = []
+
+    class Majority:
+        def __init__(self, share: float) -> None:
+            self.share = share
+
+        def probabilities(self, features: np.ndarray) -> np.ndarray:
+            return np.full(len(features), self.share)
+
+    def fit(train: list[Page]) -> Majority:
+        seen.append({p.dataset for p in train})
+        return Majority(float(np.concatenate([p.labels for p in train]).mean()))
+
+    held = leave_one_dataset_out(pages, fit)
+    names = {"scrapinghub", "cleaneval", "chaos", "cleanportaleval"}
+    assert seen == [names - {name} for name in sorted(names)]
+    for page, probabilities in zip(pages, held, strict=True):
+        others = [p for p in pages if p.dataset != page.dataset]
+        assert probabilities == pytest.approx(
+            np.full(len(page.labels), np.concatenate([p.labels for p in others]).mean()))

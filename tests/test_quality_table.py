@@ -1,0 +1,45 @@
+"""benchmarks/quality.py's headline table: a learned service's leave-one-dataset-out row
+comes from its model file, and its in-process figures on its training datasets are
+marked in-sample."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from orchestrator.models import PageResult
+from orchestrator.scoring import prepare_page, score_extraction
+from orchestrator.statistics import summarize
+from services.fusion.model import default_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import quality
+
+DATASETS = ["scrapinghub", "chaos"]
+
+
+def result(service: str, dataset: str, text: str) -> PageResult:
+    ref = prepare_page("<p>the gold text here</p>", "the gold text here")
+    return PageResult(run_id="t", dataset=dataset, page_id="p", service=service, status="ok",
+                      elapsed_ms=1.0, text="", scores=score_extraction(ref, text, None))
+
+
+def test_learned_rows_come_from_the_model_file() -> None:
+    lodo, trained = quality.learned_rows(["fusion", "readability"])
+    figures = default_model().metadata["leave_one_dataset_out"]["word_f1"]
+    assert lodo == {"fusion" + quality.LODO_SUFFIX: figures}
+    assert trained == {"fusion": set(default_model().metadata["trained_on"])}
+
+
+def test_headline_marks_in_sample_cells_and_adds_the_lodo_row() -> None:
+    summary = summarize([result(s, d, "the gold text") for s in ("fusion", "readability")
+                         for d in DATASETS])
+    lines = quality.headline(summary, DATASETS, {"fusion (leave-one-dataset-out)":
+                                                 {"scrapinghub": 0.5, "chaos": 0.7}},
+                             {"fusion": {"scrapinghub"}})
+    assert lines[0] == "| service | scrapinghub | chaos | mean |"
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in lines[2:]}
+    assert rows["fusion"].startswith("| fusion | 0.857* | 0.857 |")
+    assert rows["readability"].startswith("| readability | 0.857 | 0.857 |")
+    assert rows["fusion (leave-one-dataset-out)"] == \
+        "| fusion (leave-one-dataset-out) | 0.500 | 0.700 | 0.600 |"
