@@ -25,6 +25,7 @@ import typer
 import yaml
 
 from orchestrator.cli import app
+from services.ensemble.members import TRAINING_MEMBERS
 from shared.registry import ORCHESTRATOR_PORT, SERVICES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,6 +175,9 @@ def algorithm_documents(name: str, port: int, peak_mib: float | None,
         {"name": "BOILERBENCH_MAX_BODY_BYTES", "value": str(MAX_BODY_BYTES)},
         _secret_env("BOILERBENCH_TOKEN"),
     ]
+    if name == "ensemble":  # it asks its members over HTTP, as in docker-compose.yml
+        env.append({"name": "BOILERBENCH_MEMBER_URLS", "value": json.dumps(
+            {member: f"http://{member}:{SERVICES[member].port}" for member in TRAINING_MEMBERS})})
     annotations = None
     if peak_mib is None:
         annotations = {"boilerbench.org/memory": "not measured yet: the largest measured "

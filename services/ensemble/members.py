@@ -21,6 +21,12 @@ import orjson
 from shared.contract import Algorithm, Block
 from shared.registry import SERVICES
 
+# The members the combiner is trained on: every algorithm service but rss (it needs a
+# feed), the ensemble itself and the learned ones (services/ensemble/training.py says
+# why). Deployments give the ensemble these members' URLs.
+TRAINING_MEMBERS = ("justext", "boilerpipe", "bte", "cetd", "trafilatura", "readability",
+                    "resiliparse")
+
 
 @dataclass(frozen=True)
 class MemberAnswer:

@@ -43,7 +43,7 @@ from services.ensemble.features import (
     member_figures,
     token_counts,
 )
-from services.ensemble.members import MemberAnswer
+from services.ensemble.members import TRAINING_MEMBERS, MemberAnswer
 from services.ensemble.model import EnsembleModel, dump_model, read_model
 from services.fusion.features import page_features
 from shared.blockmap import CONTENT_SHARE
@@ -64,10 +64,6 @@ from shared.training import (
     word_f1,
 )
 
-# Every algorithm service but rss (it needs a feed), the ensemble itself and the
-# learned ones (see the module docstring).
-TRAINING_MEMBERS = ("justext", "boilerpipe", "bte", "cetd", "trafilatura", "readability",
-                    "resiliparse")
 LEARNED_MEMBERS = ("fusion", "density")
 CUTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65)
 KERNELS: tuple[tuple[float, ...], ...] = ((1.0,), (0.25, 0.5, 0.25), (0.15, 0.7, 0.15))
