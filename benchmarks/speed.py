@@ -650,7 +650,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"| {_fmt(mem_ip)} | {_fmt(mem_http)} | {_fmt(entry.get('http_cpu_added_ms'))} |")
         lines.append("")
     if report["checks"]:
-        lines += ["## Issue 8 targets", "", "| dataset | target | rule | measured | met |",
+        lines += ["## Speed targets", "", "| dataset | target | rule | measured | met |",
                   "|---|---|---|---|---|"]
         for c in report["checks"]:
             lines.append(f"| {c['dataset']} | {c['target']} | {c['rule']} | {c['figure']} "

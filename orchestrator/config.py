@@ -1,6 +1,7 @@
 """Run configuration: the specification's `key:value;` file, the environment, CLI flags.
 
-The file format (seed 002, feature f1) is a list of `key:value;` entries::
+The file format (Rolli, "Evaluation of different content extraction algorithms",
+HSLU 2014, appendix B, feature f1) is a list of `key:value;` entries::
 
     # lines starting with '#' are comments
     html_folder:data/html;

@@ -1,6 +1,6 @@
 """Test sets: dataset folders, JSON pages, uploaded archives, and the Scrapinghub download.
 
-A test set is pages with gold text (seed 002, f2): `html/<id>.html` and
+A test set is pages with gold text (Rolli 2014, appendix B, f2): `html/<id>.html` and
 `content/<id>.txt` paired by file name, optionally `feeds/<id>.xml` (the page's
 RSS/Atom feed, for the rss service). Files without a partner are listed as
 warnings in the run's results, never silently dropped.

@@ -1,4 +1,4 @@
-"""Scoring an extract against the gold text at word and block level (seed 002, B.4.4).
+"""Scoring an extract against the gold text at word and block level (Rolli 2014, B.4.4).
 
 One tokenizer for every side (shared.tokens.tokenize). A page is prepared once
 (`prepare_page`) and then scored for every service (`score_extraction`).

@@ -1,4 +1,4 @@
-"""Figures per service and dataset, and pairwise significance tests (seed 002, B.4.5).
+"""Figures per service and dataset, and pairwise significance tests (Rolli 2014, B.4.5).
 
 Macro figures are means over pages of the per-page figures, with median, sample
 standard deviation and a percentile bootstrap 95% interval of the mean; micro

@@ -1,4 +1,4 @@
-"""The speed work of issue 8: the kit's fast paths give what the plain code gave, the
+"""The speed work: the kit's fast paths give what the plain code gave, the
 runner's timings account for a real run, and the benchmark's helpers are right."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Content Extraction via Text Density (Sun, Song, Liao, SIGIR 2011; Song, Sun, Liao,
 KAIS 2015) as a pure extractor.
 
-The seed (../shared/seeds/001) is garbled: its Composite Text Density formula is cut
-after `log_{ln`. We follow the paper (section 3) and its authors' code
+Descriptions of Composite Text Density that circulate on the web are often garbled
+(the formula cut after `log_{ln`). We follow the paper (section 3) and its authors' code
 (github.com/FeiSun/ContentExtraction, textdensity.cpp), which agree:
 
     TD_i  = C_i / T_i

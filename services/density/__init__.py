@@ -1,1 +1,1 @@
-"""Line text density service (seeds 003 and 000)."""
+"""Line text density service (Champandard, "The Easy Way to Extract Useful Text from Arbitrary HTML", 2007)."""

@@ -1,4 +1,5 @@
-"""The RSS-feed algorithm (seed 002, f5): the page's feed item defines its content.
+"""The RSS-feed algorithm (Rolli, "Evaluation of different content
+extraction algorithms", HSLU 2014, appendix B, f5): the page's feed item defines its content.
 
 Steps, each a function below:
 

@@ -1,0 +1,65 @@
+"""The user's documents: README opens with the two-command quick start, and no file of
+the product speaks of how its work was organised or of material outside the
+repository (papers and specifications are cited instead)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Built from pieces, so that this file does not match its own patterns.
+_OUTSIDE = r"\.\./" + r"shared/(?:DESIGN|seeds)"
+_SEED = r"\bseeds? " + r"0\d\d\b"
+_ISSUE = r"\bissues? ?#?" + r"\d+\b"
+_SESSION = (r"\b(?:this|that|earlier|previous|last|next|later) " + r"sessions?\b"
+            + r"|\bsessions? " + r"(?:before|after)\b")
+FORBIDDEN = re.compile("|".join((_OUTSIDE, _SEED, _ISSUE, _SESSION)), re.IGNORECASE)
+
+# Binary or generated data that is not prose or code.
+SKIPPED_SUFFIXES = {".json", ".npz", ".png", ".gz", ".zip", ".warc"}
+
+
+def tracked_text_files() -> list[Path]:
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.split()
+    files = [ROOT / name for name in listed]
+    return [f for f in files if f.is_file() and f.suffix not in SKIPPED_SUFFIXES
+            and "sample" not in f.parts]
+
+
+def test_readme_starts_with_the_two_command_quick_start() -> None:
+    head = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:30]
+    assert any(line.strip().lower() == "## quick start" for line in head)
+    commands = [line for line in head if line.startswith("scripts/")]
+    assert [c.split()[0] for c in commands] == ["scripts/demo", "scripts/test"]
+    for command in commands:
+        assert (ROOT / command.split()[0]).is_file()
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r"^exec scripts/test\b", ci, re.MULTILINE)
+
+
+def test_no_product_file_speaks_of_the_work_or_outside_material() -> None:
+    found = []
+    for path in tracked_text_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if FORBIDDEN.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
+    assert not found, "\n".join(found)
+
+
+def test_the_pattern_catches_what_it_is_for() -> None:
+    for bad in ("see " + "issue 8", "as in the " + "previous session",
+                "../" + "shared/DESIGN.md", "Seed " + "003 says"):
+        assert FORBIDDEN.search(bad), bad
+    for good in ("../shared/datasets/scrapinghub", "seed=0", "--seed 0", "a session cookie"):
+        assert not FORBIDDEN.search(good), good
