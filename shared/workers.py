@@ -279,12 +279,15 @@ class WorkerPool:
         started = time.monotonic()
         deadline = started + wait_s
         while True:
-            try:
-                worker = await asyncio.wait_for(self._idle.get(),
-                                                max(deadline - time.monotonic(), 0.0))
-            except TimeoutError:
-                raise PoolBusyError(
-                    f"no extraction worker was free within {wait_s:g} s") from None
+            if not self._idle.empty():  # the usual case, without a task to wait in
+                worker = self._idle.get_nowait()
+            else:
+                try:
+                    worker = await asyncio.wait_for(self._idle.get(),
+                                                    max(deadline - time.monotonic(), 0.0))
+                except TimeoutError:
+                    raise PoolBusyError(
+                        f"no extraction worker was free within {wait_s:g} s") from None
             if worker.retired:
                 continue
             if worker.dead():
