@@ -21,14 +21,17 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Literal, cast
 
 from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+from isal import isal_zlib
 
 from shared.answer import HTML_TYPES
 
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 _READ_BYTES = 1 << 20
+# ISA-L's inflate error class (its type stubs declare it an instance).
+_INFLATE_ERROR = cast("type[Exception]", isal_zlib.error)
 # Tags whose appearance at the start of a body marks it as HTML (WHATWG MIME Sniffing,
 # "identifying a resource with an unknown MIME type"), each followed by a space or `>`.
 _HTML_SIGNATURES = (b"<!doctype html", b"<html", b"<head", b"<script", b"<iframe", b"<h1",
@@ -121,7 +124,9 @@ def _gzip_members(stream: BinaryIO) -> Iterator[bytes | OddRecord]:
             pending = stream.read(_READ_BYTES)
             if not pending:
                 return
-        decompressor = zlib.decompressobj(wbits=31)
+        # ISA-L inflates a few times faster than zlib: this process feeds the workers
+        # and shares the cores with them.
+        decompressor = isal_zlib.decompressobj(wbits=31)
         parts: list[bytes] = []
         try:
             data = pending
@@ -134,7 +139,7 @@ def _gzip_members(stream: BinaryIO) -> Iterator[bytes | OddRecord]:
                 if not data:
                     at_end = True
                     break
-        except zlib.error as exc:
+        except _INFLATE_ERROR as exc:
             yield OddRecord("malformed", None, f"a gzip member does not decompress: {exc}")
             pending = _next_member(stream, data)
             continue

@@ -102,10 +102,11 @@ def reply_head(algorithm: Algorithm) -> bytes:
 
 
 def answer_extract(algorithm: Algorithm, head: bytes, body: bytes, content_type: str,
-                   query: dict[str, str]) -> bytes:
+                   query: dict[str, str], blocks: bool = True) -> bytes:
     """The 200 reply to one /extract request up to its `blocks` (finish_reply adds the
     elapsed time and the closing brace), or a ServiceError. An extractor's PageError
-    and other exceptions are left to the caller (the worker)."""
+    and other exceptions are left to the caller (the worker). Without `blocks` the
+    reply ends after its text (and details): for callers that keep the text only."""
     request = parse_extract_request(body, content_type, query)
     try:
         options = algorithm.options_model.model_validate(request.options)
@@ -113,8 +114,19 @@ def answer_extract(algorithm: Algorithm, head: bytes, body: bytes, content_type:
         raise ServiceError(422, "invalid_options", validation_message(exc)) from None
     result = algorithm.run(request.html, options, request.url)
     details = b"" if result.details is None else b',"details":' + orjson.dumps(result.details)
-    return b"".join((head, b',"text":', orjson.dumps(result.text), details, b',"blocks":',
-                     encode_blocks(result.blocks)))
+    reply = (head, b',"text":', orjson.dumps(result.text), details)
+    if not blocks:
+        return b"".join(reply)
+    return b"".join((*reply, b',"blocks":', encode_blocks(result.blocks)))
+
+
+def reply_text_json(partial: bytes) -> bytes:
+    """The JSON string of a reply's `text`, cut out of answer_extract's bytes without
+    parsing them: `,"` never occurs inside a JSON string (a quote there is escaped), so
+    the first `,"text":` is the field and the next `,"` ends its value."""
+    start = partial.index(b',"text":') + len(b',"text":')
+    end = partial.find(b',"', start)
+    return partial[start:] if end < 0 else partial[start:end]
 
 
 def finish_reply(partial: bytes, elapsed_ms: float) -> bytes:

@@ -63,11 +63,17 @@ class PoolBusyError(Exception):
 
 
 def send_frame(sock: socket.socket, meta: tuple[Any, ...], payload: bytes = b"") -> None:
-    """One frame to the other end; the payload is written as it is, not copied."""
+    """One frame to the other end in one system call (one wake-up of the reader, which
+    would otherwise wake for the header and wait again for the payload); the payload
+    is written as it is, not copied."""
     pickled = pickle.dumps(meta, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_FRAME_HEADER.pack(len(pickled), len(payload)) + pickled)
-    if payload:
-        sock.sendall(payload)
+    head = _FRAME_HEADER.pack(len(pickled), len(payload)) + pickled
+    sent = sock.sendmsg((head, payload))
+    if sent < len(head) + len(payload):  # cut short (a signal): the rest as it goes
+        if sent < len(head):
+            sock.sendall(head[sent:])
+            sent = len(head)
+        sock.sendall(memoryview(payload)[sent - len(head):])
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:
@@ -89,11 +95,11 @@ def receive_frame(sock: socket.socket) -> tuple[tuple[Any, ...], bytes]:
 
 
 def _answer(algorithm: Algorithm, head: bytes, body: bytes, content_type: str,
-            query: dict[str, str]) -> tuple[tuple[Any, ...], bytes]:
+            query: dict[str, str], blocks: bool = True) -> tuple[tuple[Any, ...], bytes]:
     """One request's reply frame: ("ok", ms) and the reply, or ("error", status, code, detail)."""
     started = time.perf_counter()
     try:
-        reply = answer_extract(algorithm, head, body, content_type, query)
+        reply = answer_extract(algorithm, head, body, content_type, query, blocks)
     except ServiceError as exc:
         return ("error", exc.status, exc.error, exc.detail), b""
     except PageError as exc:
@@ -114,10 +120,10 @@ def _worker_main(sock: socket.socket, module: str) -> None:
     send_frame(sock, ("ready",))
     while True:
         try:
-            (content_type, query), body = receive_frame(sock)
+            (content_type, query, blocks), body = receive_frame(sock)
         except (EOFError, OSError):
             return
-        send_frame(sock, *_answer(algorithm, head, body, content_type, query))
+        send_frame(sock, *_answer(algorithm, head, body, content_type, query, blocks))
 
 
 def descendants(pid: int) -> list[int]:
@@ -273,12 +279,15 @@ class WorkerPool:
         started = time.monotonic()
         deadline = started + wait_s
         while True:
-            try:
-                worker = await asyncio.wait_for(self._idle.get(),
-                                                max(deadline - time.monotonic(), 0.0))
-            except TimeoutError:
-                raise PoolBusyError(
-                    f"no extraction worker was free within {wait_s:g} s") from None
+            if not self._idle.empty():  # the usual case, without a task to wait in
+                worker = self._idle.get_nowait()
+            else:
+                try:
+                    worker = await asyncio.wait_for(self._idle.get(),
+                                                    max(deadline - time.monotonic(), 0.0))
+                except TimeoutError:
+                    raise PoolBusyError(
+                        f"no extraction worker was free within {wait_s:g} s") from None
             if worker.retired:
                 continue
             if worker.dead():
@@ -312,10 +321,13 @@ class WorkerPool:
                 delay = min(delay * 2, 10.0)
 
     async def run(self, body: bytes, content_type: str, query: dict[str, str],
-                  timeout: float, wait_s: float | None = None) -> WorkerResult:
+                  timeout: float, wait_s: float | None = None,
+                  blocks: bool = True) -> WorkerResult:
         """Answer one /extract request (its body, Content-Type and query parameters) in
         a worker, within `timeout` seconds of extraction after at most `wait_s` (default
-        `timeout`) for a free worker. Raises ServiceError for an error reply (the
+        `timeout`) for a free worker; without `blocks` the reply leaves them out (a
+        caller that has no use for them saves their encoding, transfer and parsing).
+        Raises ServiceError for an error reply (the
         request or the page was refused, the extractor failed), ExtractionTimeoutError,
         ExtractionFailedError (the worker died on the page) or PoolBusyError."""
         waited_ms = 0.0
@@ -323,7 +335,7 @@ class WorkerPool:
             worker, wait_ms = await self._take(timeout if wait_s is None else wait_s)
             waited_ms += wait_ms
             try:
-                send_frame(worker.sock, (content_type, query), body)
+                send_frame(worker.sock, (content_type, query, blocks), body)
             except OSError:
                 self._retire(worker)  # died before it had the page: not the page's fault
                 continue

@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from shared.answer import ServiceError, finish_reply
+from shared.answer import ServiceError, finish_reply, reply_text_json
 from shared.contract import ExtractReply
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
@@ -65,6 +65,23 @@ def test_a_worker_answers_both_body_forms() -> None:
         body = orjson.dumps({"html": "<p>json body</p>", "options": {"label": "json"}})
         reply = reply_of((await pool.run(body, "application/json", {}, 10)).partial_reply)
         assert (reply.text, reply.blocks[0].label) == ("<p>json body</p>", "json")
+
+    with_pool(test)
+
+
+def test_a_reply_without_blocks_gives_its_text_json_as_is() -> None:
+    """A caller that keeps only the text asks for no blocks, and cuts the text's JSON
+    out of the reply unparsed: also when the text holds quotes, backslashes and what
+    looks like the reply's own field names."""
+    async def test(pool: WorkerPool) -> None:
+        for text in ('<p>plain</p>', '<p>"a","blocks":[1],\\",\\"text\\":"</p>',
+                     '<p>\\</p>\n<p>"</p>'):
+            whole = await pool.run(text.encode(), "text/html", {}, 10)
+            bare = await pool.run(text.encode(), "text/html", {}, 10, blocks=False)
+            assert orjson.loads(finish_reply(bare.partial_reply, 1.5)).keys() == {
+                "algorithm", "version", "text", "elapsed_ms"}
+            assert reply_text_json(bare.partial_reply) == \
+                reply_text_json(whole.partial_reply) == orjson.dumps(text)
 
     with_pool(test)
 
