@@ -64,7 +64,6 @@ import orchestrator.report  # noqa: E402, F401  (imported before any clock start
 from orchestrator.launcher import LocalStack, parse_service_list  # noqa: E402
 from orchestrator.models import PageResult  # noqa: E402
 from orchestrator.runner import (  # noqa: E402
-    NO_FEEDS,
     EmbeddedExtractor,
     Extractor,
     RunSpec,
@@ -80,7 +79,7 @@ from orchestrator.store import Store  # noqa: E402
 from shared.contract import Algorithm  # noqa: E402
 from shared.datasets import dataset_dir  # noqa: E402
 from shared.decoding import NotHTMLError  # noqa: E402
-from shared.registry import SERVICES  # noqa: E402
+from shared.registry import SERVICES, MissingInputError, page_options  # noqa: E402
 from tests.servers import free_port  # noqa: E402
 
 MODES = ("serial", "embedded-1", "embedded-2", "local")
@@ -247,12 +246,15 @@ def run_serial(store: Store, run_id: str, algorithms: dict[str, Algorithm],
             for service in spec.services:
                 base = {"run_id": run_id, "dataset": dataset.name, "page_id": page_id,
                         "service": service}
-                if service == "rss":  # the runner's rule: no feed, no extraction
-                    result = PageResult(**base, status="skipped", error=NO_FEEDS)
+                try:  # the runner's rule: what the service needs besides the HTML
+                    options = {**spec.options.get(service, {}),
+                               **page_options(service, page, dataset)}
+                except MissingInputError as missing:
+                    result = PageResult(**base, status="skipped", error=str(missing))
                 else:
                     started = time.perf_counter()
                     try:
-                        reply = algorithms[service].run(html, spec.options.get(service, {}))
+                        reply = algorithms[service].run(html, options)
                         error = None
                     except Exception as exc:  # PageError included: an error row
                         error = f"{type(exc).__name__}: {exc}"

@@ -20,8 +20,9 @@ Two backends run the extractions:
   ceil(workers / services) worker processes.
 
 A service that fails never fails the run: the page becomes status "error" with
-the reason and is scored as empty output. The rss service gets the page's feed as
-option `feed`; pages without one are "skipped" (not scored, but counted). A page
+the reason and is scored as empty output. A service that needs more than the HTML
+gets it from its registry entry's input hook (rss: the page's feed as option `feed`);
+pages the hook finds lacking are "skipped" (not scored, but counted). A page
 that is not decodable HTML is skipped for every service and named in the warnings.
 
 Each page is prepared for scoring once (scoring.prepare_page) and reused by all
@@ -80,12 +81,10 @@ from orchestrator.store import Store
 from shared.answer import ServiceError, finish_reply
 from shared.contract import Block, ExtractReply
 from shared.decoding import NotHTMLError
-from shared.registry import SERVICES, get_service
+from shared.registry import SERVICES, MissingInputError, get_service, page_options
 from shared.workers import ExtractionFailedError, ExtractionTimeoutError, PoolBusyError, WorkerPool
 
 Backend = Literal["http", "embedded"]
-NO_FEEDS = "dataset has no feeds"
-NO_PAGE_FEED = "the page has no feed"
 # Pages of up to this many tokens are scored in the event loop (module docstring).
 INLINE_SCORING_TOKENS = 5000
 # ...and whose gold has at most this many: ROUGE-LSum's time grows with gold x extract
@@ -671,13 +670,11 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
         if prepared.reason is not None or prepared.ref is None or prepared.html is None:
             record(PageResult(**base, status="skipped", error=prepared.reason))
             return
-        options = dict(spec.options.get(service, {}))
-        if service == "rss":
-            if page.feed is None:
-                reason = NO_PAGE_FEED if dataset.has_feeds else NO_FEEDS
-                record(PageResult(**base, status="skipped", error=reason))
-                return
-            options["feed"] = page.feed
+        try:  # what the service needs besides the HTML (rss: the page's feed)
+            options = {**spec.options.get(service, {}), **page_options(service, page, dataset)}
+        except MissingInputError as missing:
+            record(PageResult(**base, status="skipped", error=str(missing)))
+            return
         if service in predicted:
             text = lookup(predicted[service], dataset.name, page.id)
             outcome = Outcome(error=MISSING) if text is None else Outcome(text)

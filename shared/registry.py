@@ -1,21 +1,72 @@
-"""Every algorithm service of the ensemble: name, default port, where its code lives.
+"""Every algorithm service of the ensemble: name, default port, where its code lives,
+and what its image and its requests need beyond the common case.
 
-The launcher, the contract tests, the deployment checks and the orchestrator all
-read this one list, so a new service is added here once and gets the rest for free.
+The launcher, the contract tests, the deployment files (services/Dockerfile's build
+arguments and docker-compose.yml, checked against this list by tests/test_deploy.py),
+the Kubernetes generator and the orchestrator all read this one list, so a new
+service is added here once (CONTRIBUTING.md's checklist) and gets the rest for free.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from shared.contract import Algorithm
+
+
+class InputPage(Protocol):
+    """What an input hook may read of a test page besides its HTML."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def feed(self) -> str | None: ...
+
+
+class InputSet(Protocol):
+    """What an input hook may read of the test set a page belongs to."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def has_feeds(self) -> bool: ...
+
+
+class MissingInputError(Exception):
+    """A test page lacks what a service needs besides the HTML (the message says
+    what): the page is skipped for that service, not scored."""
+
+
+PageOptionsHook = Callable[[InputPage, InputSet], dict[str, Any]]
 
 
 @dataclass(frozen=True)
 class ServiceEntry:
     name: str
+    """The folder under services/, the optional-dependency group of pyproject.toml
+    its image installs, and its name in the compose file and in Kubernetes."""
     port: int
+    debian_packages: tuple[str, ...] = ()
+    """Debian packages its code needs at run time (its image installs them, and so
+    does scripts/setup, without the version pins)."""
+    uses: tuple[str, ...] = ()
+    """Other service folders whose modules its code imports (its image copies them)."""
+    init: str | None = None
+    """A Debian package run as the image's PID 1 in front of the server (tini reaps
+    the orphans left by a killed worker, such as its browser processes)."""
+    members: tuple[str, ...] = ()
+    """Services it asks over HTTP (BOILERBENCH_MEMBER_URLS in its deployments)."""
+    page_options: str | None = None
+    """`module:function` (a PageOptionsHook) giving the request options it needs from
+    a test page besides the HTML, such as a feed; raises MissingInputError."""
+    start_period_s: int = 60
+    """How long its container may take to start before a failed health check counts."""
 
     @property
     def module(self) -> str:
@@ -31,6 +82,14 @@ class ServiceEntry:
         algorithm: Algorithm = importlib.import_module(self.module).ALGORITHM
         return algorithm
 
+    def build_args(self) -> dict[str, str]:
+        """services/Dockerfile's build arguments for this service's image (the ones
+        left at their empty default are omitted)."""
+        args = {"SERVICE": self.name, "PORT": str(self.port),
+                "DEBIAN_PACKAGES": " ".join(self.debian_packages),
+                "USES": ",".join(self.uses), "INIT": self.init or ""}
+        return {key: value for key, value in args.items() if value}
+
 
 ORCHESTRATOR_PORT = 8000
 
@@ -38,16 +97,27 @@ SERVICES: dict[str, ServiceEntry] = {
     entry.name: entry
     for entry in (
         ServiceEntry("justext", 8001),
-        ServiceEntry("boilerpipe", 8002),
+        # The JVM and Debian's Boilerpipe 1.2 jars (with nekohtml and xerces) for JPype;
+        # the jars' version never moves in bookworm, the JRE's does with every security
+        # release (an exact pin would stop building within weeks). The JVM starts slowly.
+        ServiceEntry("boilerpipe", 8002,
+                     debian_packages=("default-jre-headless", "libboilerpipe-java=1.2.0-2"),
+                     start_period_s=90),
         ServiceEntry("bte", 8003),
-        ServiceEntry("cetd", 8004),
+        # Debian's chromium lays pages out for the measure htd (Playwright drives it).
+        ServiceEntry("cetd", 8004, debian_packages=("chromium",), init="tini"),
         ServiceEntry("density", 8005),
-        ServiceEntry("rss", 8006),
+        ServiceEntry("rss", 8006, page_options="services.rss.inputs:feed_options"),
         ServiceEntry("trafilatura", 8007),
         ServiceEntry("readability", 8008),
         ServiceEntry("resiliparse", 8009),
-        ServiceEntry("fusion", 8010),
-        ServiceEntry("ensemble", 8011),
+        # fusion computes the bte and cetd measures and reads jusText's stoplists.
+        ServiceEntry("fusion", 8010, uses=("bte", "cetd", "justext")),
+        # The ensemble computes fusion's block features and asks its members over HTTP
+        # (services/ensemble/members.py's TRAINING_MEMBERS, which a test compares).
+        ServiceEntry("ensemble", 8011, uses=("bte", "cetd", "justext", "fusion"),
+                     members=("justext", "boilerpipe", "bte", "cetd", "trafilatura",
+                              "readability", "resiliparse")),
     )
 }
 
@@ -58,3 +128,20 @@ def get_service(name: str) -> ServiceEntry:
     except KeyError:
         known = ", ".join(SERVICES)
         raise KeyError(f"unknown service {name!r}; known: {known}") from None
+
+
+@functools.cache
+def _hook(path: str) -> PageOptionsHook:
+    module, _, attribute = path.partition(":")
+    hook: PageOptionsHook = getattr(importlib.import_module(module), attribute)
+    return hook
+
+
+def page_options(service: str, page: InputPage, test_set: InputSet) -> dict[str, Any]:
+    """The request options `service` needs from `page` besides its HTML, from its
+    registry entry's hook ({} for a service without one or outside the registry).
+    Raises MissingInputError when the page lacks them."""
+    entry = SERVICES.get(service)
+    if entry is None or entry.page_options is None:
+        return {}
+    return _hook(entry.page_options)(page, test_set)

@@ -20,8 +20,6 @@ from orchestrator.datasets import open_dataset_dir
 from orchestrator.models import PageResult
 from orchestrator.runner import (
     GIL_SWITCH_INTERVAL_S,
-    NO_FEEDS,
-    NO_PAGE_FEED,
     EmbeddedExtractor,
     Outcome,
     RunSpec,
@@ -32,6 +30,7 @@ from orchestrator.runner import (
     folder_source,
 )
 from orchestrator.store import Store
+from services.rss.inputs import NO_FEEDS, NO_PAGE_FEED
 from shared.html import parse_html, text_blocks
 from tests.helpers import independent_bag_f1
 from tests.servers import free_port, serve_app
