@@ -25,7 +25,6 @@ import typer
 import yaml
 
 from orchestrator.cli import app
-from services.ensemble.members import TRAINING_MEMBERS
 from shared.registry import ORCHESTRATOR_PORT, SERVICES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,9 +174,10 @@ def algorithm_documents(name: str, port: int, peak_mib: float | None,
         {"name": "BOILERBENCH_MAX_BODY_BYTES", "value": str(MAX_BODY_BYTES)},
         _secret_env("BOILERBENCH_TOKEN"),
     ]
-    if name == "ensemble":  # it asks its members over HTTP, as in docker-compose.yml
+    members = SERVICES[name].members  # asked over HTTP, as in docker-compose.yml
+    if members:
         env.append({"name": "BOILERBENCH_MEMBER_URLS", "value": json.dumps(
-            {member: f"http://{member}:{SERVICES[member].port}" for member in TRAINING_MEMBERS})})
+            {member: f"http://{member}:{SERVICES[member].port}" for member in members})})
     annotations = None
     if peak_mib is None:
         annotations = {"boilerbench.org/memory": "not measured yet: the largest measured "

@@ -1,291 +1,59 @@
 """Static gates on the deployment files, since no Docker engine runs in CI.
 
-Three gates: docker-compose.yml against the compose-spec JSON schema (the copy that
-check-jsonschema ships), hadolint on every Dockerfile at warning level, and
-`deployment_problems`, which checks that the compose file, the Dockerfiles,
-.dockerignore, pyproject.toml and shared.registry agree. Each gate is also run on
-altered copies of the files, to show that it fails when it should.
+The gates: docker-compose.yml against the compose-spec JSON schema (the copy that
+check-jsonschema ships), hadolint on both Dockerfiles at warning level, the steps of
+services/Dockerfile that decide what an image installs, run here for every service,
+and the consistency checks of tests/consistency.py (registry against build arguments,
+compose entries, Kubernetes base and docs). Each gate is also run on altered copies of
+the repository, to show that it fails when it should, and the consistency checks on a
+copy to which a service is added by following CONTRIBUTING.md's checklist.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from shared.registry import ORCHESTRATOR_PORT, SERVICES
+from services.ensemble.members import TRAINING_MEMBERS
+from shared.registry import SERVICES
+from tests.consistency import (
+    ALGORITHM_DOCKERFILE,
+    ORCHESTRATOR_DOCKERFILE,
+    consistency_problems,
+    debian_name,
+    deployment_problems,
+    docs_problems,
+    parse_dockerfile,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILES = ("docker-compose.yml", "docker-compose.ports.yml")
-ALGORITHM_LABELS = ("org.boilerbench.role", "org.boilerbench.service")
-DEPLOY_FILES = (
-    "pyproject.toml", ".dockerignore", *COMPOSE_FILES, "orchestrator/Dockerfile",
-    *(f"services/{name}/Dockerfile" for name in SERVICES),
-)
+# What the consistency checks read of a repository root: all a copy needs.
+CHECKED_PATHS = ("shared", "services", "orchestrator", "deploy", "pyproject.toml",
+                 ".dockerignore", *COMPOSE_FILES, "docs/docker.md", "CONTRIBUTING.md",
+                 "scripts/setup", "benchmarks/results/service_memory.json")
 
 
-# --- reading Dockerfiles and compose files -------------------------------------------
-
-
-@dataclass
-class Stage:
-    base: str
-    name: str | None
-    instructions: list[tuple[str, str]] = field(default_factory=list)
-
-    def all(self, keyword: str) -> list[str]:
-        return [args for kw, args in self.instructions if kw == keyword]
-
-    def last(self, keyword: str) -> str | None:
-        found = self.all(keyword)
-        return found[-1] if found else None
-
-
-def parse_dockerfile(text: str) -> tuple[list[tuple[str, str]], list[Stage]]:
-    """Instructions (keyword, arguments) of a Dockerfile, with continuation lines joined
-    and comments dropped (also those inside a continued instruction, as Docker does),
-    and the stages they form; global ARGs before the first FROM come first."""
-    instructions: list[tuple[str, str]] = []
-    pending = ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
-            continue
-        full = (pending + stripped).strip()
-        pending = ""
-        keyword, _, args = full.partition(" ")
-        instructions.append((keyword.upper(), args.strip()))
-    preamble: list[tuple[str, str]] = []
-    stages: list[Stage] = []
-    for keyword, args in instructions:
-        if keyword == "FROM":
-            parts = args.split()
-            named = len(parts) >= 3 and parts[-2].upper() == "AS"
-            stages.append(Stage(base=parts[0], name=parts[-1] if named else None))
-        elif stages:
-            stages[-1].instructions.append((keyword, args))
+def copy_repository(target: Path) -> Path:
+    for relative in CHECKED_PATHS:
+        source, destination = ROOT / relative, target / relative
+        if source.is_dir():
+            shutil.copytree(source, destination, ignore=shutil.ignore_patterns(
+                "__pycache__", "*.pyc"))
         else:
-            preamble.append((keyword, args))
-    return preamble, stages
-
-
-def exec_form(args: str) -> list[str] | None:
-    """The JSON array of an exec-form CMD/ENTRYPOINT/HEALTHCHECK CMD, else None."""
-    try:
-        value = json.loads(args)
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
-
-
-def arg_default(stage: Stage, name: str) -> str | None:
-    for args in stage.all("ARG"):
-        key, _, value = args.partition("=")
-        if key.strip() == name:
-            return value.strip().strip('"') or None
-    return None
-
-
-def environment(service: dict[str, Any]) -> dict[str, str]:
-    env = service.get("environment") or {}
-    if isinstance(env, list):
-        return dict(item.partition("=")[::2] for item in env)
-    return {str(k): str(v) for k, v in env.items()}
-
-
-def env_default(value: str) -> str:
-    """`${NAME:-default}` -> default (the value compose uses when NAME is unset)."""
-    return re.sub(r"\$\{[A-Z0-9_]+:-([^}]*)\}", r"\1", value)
-
-
-def healthcheck_port(test: list[str]) -> int | None:
-    found = re.search(r"https?://(?:127\.0\.0\.1|localhost):(\d+)/health", " ".join(test))
-    return int(found.group(1)) if found else None
-
-
-def dockerignore_includes(root: Path) -> set[str]:
-    """Top-level names that .dockerignore sends to the build (it is a whitelist)."""
-    lines = [ln.strip() for ln in (root / ".dockerignore").read_text().splitlines()]
-    return {ln[1:].strip("/") for ln in lines if ln.startswith("!")}
-
-
-# --- the consistency gate ------------------------------------------------------------
-
-
-def check_dockerfile(root: Path, path: Path, name: str, port: int,
-                     groups: dict[str, list[str]], problems: list[str]) -> None:
-    """One image: pinned multi-stage build, deps from its pyproject extra, only existing
-    and whitelisted COPY sources, non-root numeric user, exec-form CMD, HEALTHCHECK."""
-    where = path.relative_to(root).as_posix()
-    _, stages = parse_dockerfile(path.read_text())
-    if len(stages) < 2:
-        problems.append(f"{where}: not multi-stage")
-        return
-    builder, final = stages[0], stages[-1]
-    for stage in stages:
-        if not re.fullmatch(r"python:3\.11\.\d+-slim(-\w+)?", stage.base):
-            problems.append(f"{where}: base {stage.base} is not a pinned python:3.11.x-slim tag")
-    extras = arg_default(builder, "EXTRAS")
-    install = " ".join(builder.all("RUN"))
-    if extras is None or "$EXTRAS" not in install or "optional-dependencies" not in install \
-            or "pip install" not in install:
-        problems.append(f"{where}: dependencies are not installed from a pyproject extra "
-                        "(ARG EXTRAS read from pyproject.toml)")
-    else:
-        for group in extras.split(","):
-            if group not in groups:
-                problems.append(f"{where}: extra {group!r} is not a group of pyproject.toml")
-        expected = "orchestrator" if name == "orchestrator" else name
-        if expected not in extras.split(","):
-            problems.append(f"{where}: installs extras {extras!r}, not {expected!r}")
-    if "pip install --no-cache-dir --no-deps ." not in install:
-        problems.append(f"{where}: the project's own metadata is not installed "
-                        "(services read version('boilerbench'))")
-    copies = [c for c in builder.all("COPY") if not c.startswith("--from")]
-    before_install: list[str] = []
-    for keyword, args in builder.instructions:
-        if keyword == "RUN" and "pip install" in args:
-            break
-        if keyword == "COPY":
-            before_install.append(args)
-    if before_install != ["pyproject.toml ./"]:
-        # Anything else copied before the install would void the dependency layer cache.
-        problems.append(f"{where}: the builder must copy only pyproject.toml before pip install")
-    if not any(c.startswith(f"--from={builder.name}") for c in final.all("COPY")):
-        problems.append(f"{where}: the runtime stage does not take the builder's venv")
-    included = dockerignore_includes(root)
-    for args in final.all("COPY") + copies:
-        if args.startswith("--"):
-            continue
-        *sources, _ = args.split()
-        for source in sources:
-            if not (root / source).exists():
-                problems.append(f"{where}: COPY source {source} does not exist")
-            if source.split("/")[0] not in included:
-                problems.append(f"{where}: COPY source {source} is left out by .dockerignore")
-    user = final.last("USER")
-    uid = (user or "").split(":")[0]
-    if not (user and re.fullmatch(r"\d+(:\d+)?", user) and int(uid) != 0):
-        problems.append(f"{where}: final USER is {user!r}, not a numeric non-root user")
-    cmd = exec_form(final.last("CMD") or "")
-    if cmd is None:
-        problems.append(f"{where}: CMD is missing or not in exec form")
-    else:
-        app_path = "orchestrator.api:app_factory" if name == "orchestrator" \
-            else f"services.{name}.app:app"
-        given_port = cmd[cmd.index("--port") + 1:][:1] if "--port" in cmd else []
-        factory_ok = ("--factory" in cmd) == (name == "orchestrator")
-        if app_path not in cmd or given_port != [str(port)] or not factory_ok:
-            problems.append(f"{where}: CMD {cmd} does not serve {app_path} on port {port}")
-    if final.all("EXPOSE") != [str(port)]:
-        problems.append(f"{where}: EXPOSE {final.all('EXPOSE')} is not [{port}]")
-    health = final.last("HEALTHCHECK")
-    test = exec_form(health.split(" CMD ", 1)[1]) if health and " CMD " in health else None
-    if test is None or healthcheck_port(test) != port:
-        problems.append(f"{where}: no exec-form HEALTHCHECK on http://127.0.0.1:{port}/health")
-    java = "openjdk" in path.read_text() or "libboilerpipe-java" in path.read_text()
-    if java != (name == "boilerpipe"):
-        problems.append(f"{where}: {'installs' if java else 'lacks'} Java")
-
-
-def check_compose_service(name: str, port: int, spec: dict[str, Any] | None,
-                          problems: list[str]) -> None:
-    """One compose service: built from its Dockerfile, on its port, healthchecked,
-    labelled, image overridable, and scalable (no fixed name or host port)."""
-    if spec is None:
-        problems.append(f"docker-compose.yml: no service {name}")
-        return
-    dockerfile = "orchestrator/Dockerfile" if name == "orchestrator" \
-        else f"services/{name}/Dockerfile"
-    if spec.get("build") != {"context": ".", "dockerfile": dockerfile}:
-        problems.append(f"compose {name}: build is not {{context: ., dockerfile: {dockerfile}}}")
-    if not re.fullmatch(rf"\$\{{{name.upper()}_IMAGE:-[^}}]+\}}", str(spec.get("image", ""))):
-        problems.append(f"compose {name}: image is not overridable by {name.upper()}_IMAGE")
-    health = spec.get("healthcheck") or {}
-    if health.get("disable") or healthcheck_port(list(health.get("test") or [])) != port:
-        problems.append(f"compose {name}: no healthcheck on http://127.0.0.1:{port}/health")
-    env = environment(spec)
-    if env.get("BOILERBENCH_PORT") != str(port) or env.get("BOILERBENCH_HOST") != "0.0.0.0":
-        problems.append(f"compose {name}: BOILERBENCH_PORT/HOST are not {port}/0.0.0.0")
-    user = str(spec.get("user", "10001"))
-    if not re.fullmatch(r"\d+(:\d+)?", user) or int(user.split(":")[0]) == 0:
-        problems.append(f"compose {name}: user {user!r} is not numeric non-root")
-    if name == "orchestrator":
-        return
-    labels = spec.get("labels") or {}
-    if [labels.get(k) for k in ALGORITHM_LABELS] != ["algorithm", name]:
-        problems.append(f"compose {name}: lacks the labels {ALGORITHM_LABELS}")
-    if [str(p) for p in spec.get("expose") or []] != [str(port)]:
-        problems.append(f"compose {name}: expose is not [{port}]")
-    if "container_name" in spec or spec.get("ports"):
-        problems.append(f"compose {name}: a container_name or host port would stop --scale")
-
-
-def deployment_problems(root: Path) -> list[str]:
-    """Everything on which the deployment files and the registry disagree."""
-    problems: list[str] = []
-    groups = tomllib.loads((root / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]
-    wanted = {name: entry.port for name, entry in SERVICES.items()}
-    folders = {p.parent.name for p in (root / "services").glob("*/extractor.py")}
-    for name in sorted(folders - set(wanted)):
-        problems.append(f"services/{name} is not in shared.registry")
-    all_group = " ".join(groups.get("all", []))
-    for name in wanted:
-        if name not in groups:
-            problems.append(f"pyproject.toml: no optional-dependency group {name}")
-        elif not re.search(rf"[\[,]{name}[\],]", all_group):
-            problems.append(f"pyproject.toml: the `all` group lacks {name}")
-    compose = yaml.safe_load((root / "docker-compose.yml").read_text())
-    services: dict[str, Any] = compose.get("services") or {}
-    for name in sorted(set(services) - set(wanted) - {"orchestrator"}):
-        problems.append(f"docker-compose.yml: service {name} is not in shared.registry")
-    for name, port in [*wanted.items(), ("orchestrator", ORCHESTRATOR_PORT)]:
-        dockerfile = root / ("orchestrator" if name == "orchestrator" else f"services/{name}") \
-            / "Dockerfile"
-        if dockerfile.is_file():
-            check_dockerfile(root, dockerfile, name, port, groups, problems)
-        else:
-            problems.append(f"{dockerfile.relative_to(root)} is missing")
-        check_compose_service(name, port, services.get(name), problems)
-    networks = {json.dumps(s.get("networks"), sort_keys=True) for s in services.values()}
-    if len(networks) != 1 or len(compose.get("networks") or {}) != 1:
-        problems.append("docker-compose.yml: the services are not on one shared network")
-    orchestrator = services.get("orchestrator") or {}
-    depends = orchestrator.get("depends_on") or {}
-    for name in wanted:
-        if not isinstance(depends, dict) or (depends.get(name) or {}).get(
-                "condition") != "service_healthy":
-            problems.append(f"compose orchestrator: does not depend on {name} as service_healthy")
-    urls = json.loads(env_default(environment(orchestrator).get("BOILERBENCH_URLS", "{}")))
-    for name, port in wanted.items():
-        if urls.get(name) != f"http://{name}:{port}":
-            problems.append(f"compose orchestrator: URL of {name} is {urls.get(name)!r}")
-    volumes = [str(v) for v in orchestrator.get("volumes") or []]
-    named = set(compose.get("volumes") or {})
-    if not any(v.split(":")[0] in named and v.split(":")[1] == "/data" for v in volumes):
-        problems.append("compose orchestrator: no named volume on /data")
-    if not any(v.endswith(":/datasets:ro") for v in volumes):
-        problems.append("compose orchestrator: no read-only /datasets mount")
-    ports_file = yaml.safe_load((root / "docker-compose.ports.yml").read_text())
-    for name, port in wanted.items():
-        published = ((ports_file.get("services") or {}).get(name) or {}).get("ports") or []
-        if not [p for p in published if env_default(str(p)).endswith(f":{port}:{port}")]:
-            problems.append(f"docker-compose.ports.yml: {name} is not published on {port}")
-    return problems
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination)
+    return target
 
 
 # --- the external gates --------------------------------------------------------------
@@ -308,50 +76,124 @@ def hadolint(*files: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True, text=True, check=False, timeout=120)
 
 
-def dockerfiles(root: Path) -> list[Path]:
-    return [root / "orchestrator" / "Dockerfile",
-            *(root / "services" / name / "Dockerfile" for name in SERVICES)]
-
-
-# --- the gates on the real files ------------------------------------------------------
-
-
 def test_compose_files_match_the_compose_spec() -> None:
     result = compose_schema_check(*(ROOT / f for f in COMPOSE_FILES))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_hadolint_passes_every_dockerfile() -> None:
-    result = hadolint(*dockerfiles(ROOT))
+def test_hadolint_passes_both_dockerfiles() -> None:
+    result = hadolint(ROOT / ALGORITHM_DOCKERFILE, ROOT / ORCHESTRATOR_DOCKERFILE)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_one_dockerfile_serves_every_algorithm() -> None:
+    assert sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "services").rglob(
+        "Dockerfile*")) == [ALGORITHM_DOCKERFILE]
+
+
+# --- what each image installs: services/Dockerfile's own steps, run here ----------------
+
+
+def dockerfile_run(stage: int, marker: str) -> str:
+    """The shell text of the first RUN of a stage of services/Dockerfile containing
+    `marker`."""
+    stages = parse_dockerfile((ROOT / ALGORITHM_DOCKERFILE).read_text())
+    return next(run for run in stages[stage].all("RUN") if marker in run)
+
+
+def shell(command: str, cwd: Path, path: Path | None = None, **env: str
+          ) -> subprocess.CompletedProcess[str]:
+    search = os.pathsep.join([*([str(path)] if path else []),
+                              str(Path(sys.executable).parent), os.environ["PATH"]])
+    return subprocess.run(["sh", "-c", command], cwd=cwd, capture_output=True, text=True,
+                          check=False, timeout=60, env={**env, "PATH": search})
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_each_image_installs_exactly_its_pyproject_group(name: str, tmp_path: Path) -> None:
+    """The builder's requirement step with the compose file's SERVICE: the core
+    dependencies and the service's group, nothing else."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    args = compose["services"][name]["build"]["args"]
+    step = dockerfile_run(0, "requirements.txt").split(" && pip install")[0]
+    shutil.copy2(ROOT / "pyproject.toml", tmp_path)
+    done = shell(step, tmp_path, SERVICE=str(args["SERVICE"]))
+    assert done.returncode == 0, done.stderr
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert (tmp_path / "requirements.txt").read_text().splitlines() == \
+        [*project["dependencies"], *project["optional-dependencies"][name]]
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_each_image_installs_exactly_its_debian_packages(name: str, tmp_path: Path) -> None:
+    """The runtime stage's apt step with the compose file's arguments, against
+    recording stand-ins for apt-get, mkdir and rm."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    args = {k: str(v) for k, v in compose["services"][name]["build"]["args"].items()}
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("apt-get", "mkdir", "rm"):
+        (tools / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{tmp_path}/calls"\n')
+        (tools / tool).chmod(0o755)
+    step = dockerfile_run(-1, "apt-get install")
+    done = shell(step, tmp_path, tools, DEBIAN_PACKAGES=args.get("DEBIAN_PACKAGES", ""),
+                 INIT=args.get("INIT", ""))
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text().splitlines() if (tmp_path / "calls").exists() \
+        else []
+    installs = [c.split("--no-install-recommends ", 1)[1].split() for c in calls
+                if c.startswith("apt-get install")]
+    entry = SERVICES[name]
+    wanted = [*entry.debian_packages, *([entry.init] if entry.init else [])]
+    assert installs == ([wanted] if wanted else [])
+    if not wanted:
+        assert calls == []
+
+
+def test_a_build_without_its_arguments_stops_with_a_clear_message(tmp_path: Path) -> None:
+    step = dockerfile_run(0, "--build-arg SERVICE=")
+    refused = shell(step, tmp_path, SERVICE="justext", PORT="")
+    assert refused.returncode == 1
+    assert "--build-arg SERVICE=<name> --build-arg PORT=<port>" in refused.stderr
+    assert shell(step, tmp_path, SERVICE="justext", PORT="8001").returncode == 0
+
+
+def test_every_debian_package_a_service_needs_is_installed_by_setup() -> None:
+    """CI runs scripts/setup on a fresh clone: it must install what the code needs."""
+    setup = (ROOT / "scripts" / "setup").read_text()
+    for entry in SERVICES.values():
+        for package in map(debian_name, entry.debian_packages):
+            assert re.search(rf"\b{re.escape(package)}\b", setup), (entry.name, package)
+
+
+# --- the consistency checks on the repository ---------------------------------------------
 
 
 def test_deployment_files_agree_with_the_registry() -> None:
     assert deployment_problems(ROOT) == []
 
 
+def test_docs_agree_with_the_registry() -> None:
+    assert docs_problems(ROOT) == []
+
+
+def test_the_ensemble_is_deployed_with_the_members_it_was_trained_on() -> None:
+    assert SERVICES["ensemble"].members == TRAINING_MEMBERS
+
+
 @pytest.mark.parametrize("name", sorted(SERVICES))
 def test_image_entry_point_exists(name: str) -> None:
     """The module each image's CMD serves is in what the image copies."""
-    assert (ROOT / "services" / name / "app.py").is_file()
-    assert (ROOT / "services" / name / "extractor.py").is_file()
-    assert (ROOT / "services" / name / "__init__.py").is_file()
+    for module in ("app.py", "extractor.py", "__init__.py"):
+        assert (ROOT / "services" / name / module).is_file()
 
 
-# --- each gate fails on broken copies --------------------------------------------------
+# --- each gate fails on broken copies ------------------------------------------------------
 
 
 @pytest.fixture
 def copy_root(tmp_path: Path) -> Path:
-    """The deployment files and the folders the Dockerfiles copy, in a scratch tree."""
-    for relative in DEPLOY_FILES:
-        target = tmp_path / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / relative, target)
-    for folder in ("shared", "orchestrator", "services"):
-        shutil.copytree(ROOT / folder, tmp_path / folder, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    return tmp_path
+    return copy_repository(tmp_path / "repo")
 
 
 def edit(path: Path, old: str, new: str, count: int = 1) -> None:
@@ -361,7 +203,7 @@ def edit(path: Path, old: str, new: str, count: int = 1) -> None:
 
 
 def test_copies_pass_before_they_are_broken(copy_root: Path) -> None:
-    assert deployment_problems(copy_root) == []
+    assert consistency_problems(copy_root) == []
 
 
 def test_schema_gate_fails_on_a_misspelled_key(copy_root: Path) -> None:
@@ -373,7 +215,7 @@ def test_schema_gate_fails_on_a_misspelled_key(copy_root: Path) -> None:
 
 
 def test_hadolint_gate_fails_on_a_root_user(copy_root: Path) -> None:
-    dockerfile = copy_root / "services" / "justext" / "Dockerfile"
+    dockerfile = copy_root / ALGORITHM_DOCKERFILE
     edit(dockerfile, "USER 10001:10001", "USER root")
     result = hadolint(dockerfile)
     assert result.returncode != 0
@@ -389,14 +231,19 @@ def _drop_compose_service(name: str) -> Callable[[Path], None]:
     return alter
 
 
-def _set_in_compose(service: str, key: str, value: Any) -> Callable[[Path], None]:
+def _set_in_compose(service: str, keys: str, value: Any) -> Callable[[Path], None]:
+    """Set (None: delete) the value at a dotted key path of one compose service."""
     def alter(root: Path) -> None:
         path = root / "docker-compose.yml"
         data = yaml.safe_load(path.read_text())
+        *parents, last = keys.split(".")
+        target = data["services"][service]
+        for key in parents:
+            target = target[key]
         if value is None:
-            del data["services"][service][key]
+            del target[last]
         else:
-            data["services"][service][key] = value
+            target[last] = value
         path.write_text(yaml.safe_dump(data))
     return alter
 
@@ -411,60 +258,83 @@ def _new_service_folder(root: Path) -> None:
     (folder / "extractor.py").write_text('"""A service nobody registered."""\n')
 
 
+def _unlisted_import(root: Path) -> None:
+    path = root / "services" / "density" / "extractor.py"
+    path.write_text("from services.bte.extractor import ALGORITHM as _BTE\n" + path.read_text())
+
+
+REGISTRY = "shared/registry.py"
 BREAKAGES: dict[str, tuple[Callable[[Path], None], str]] = {
-    "root user": (_edit_file("services/bte/Dockerfile", "USER 10001:10001", "USER root"),
-                  "services/bte/Dockerfile: final USER is 'root'"),
-    "uid 0": (_edit_file("services/bte/Dockerfile", "USER 10001:10001", "USER 0"),
+    "root user": (_edit_file(ALGORITHM_DOCKERFILE, "USER 10001:10001", "USER root"),
+                  "services/Dockerfile: final USER is 'root'"),
+    "uid 0": (_edit_file(ALGORITHM_DOCKERFILE, "USER 10001:10001", "USER 0"),
               "not a numeric non-root user"),
-    "no user": (_edit_file("orchestrator/Dockerfile", "USER 10001:10001\n", ""),
+    "no user": (_edit_file(ORCHESTRATOR_DOCKERFILE, "USER 10001:10001\n", ""),
                 "orchestrator/Dockerfile: final USER is None"),
     "missing Dockerfile healthcheck": (
-        _edit_file("services/cetd/Dockerfile", "HEALTHCHECK", "# HEALTHCHECK"),
-        "services/cetd/Dockerfile: no exec-form HEALTHCHECK"),
+        _edit_file(ALGORITHM_DOCKERFILE, "HEALTHCHECK", "# HEALTHCHECK"),
+        "services/Dockerfile: no exec-form HEALTHCHECK"),
     "missing compose healthcheck": (_set_in_compose("rss", "healthcheck", None),
                                     "compose rss: no healthcheck"),
+    "start period not the registry's": (
+        _set_in_compose("boilerpipe", "healthcheck.start_period", "60s"),
+        "compose boilerpipe: healthcheck start_period 60s, the registry says 90s"),
     "service without a compose entry": (_drop_compose_service("density"),
                                         "docker-compose.yml: no service density"),
     "service folder without registry entry": (_new_service_folder,
                                               "services/newalgo is not in shared.registry"),
-    "port mismatch": (_edit_file("services/rss/Dockerfile", "EXPOSE 8006", "EXPOSE 8066"),
-                      "services/rss/Dockerfile: EXPOSE ['8066']"),
+    "port mismatch": (_edit_file(REGISTRY, 'ServiceEntry("rss", 8006', 'ServiceEntry("rss", 8066'),
+                      "compose rss: expose is not [8066]"),
     "compose port mismatch": (_set_in_compose("bte", "expose", ["8030"]),
                               "compose bte: expose is not [8003]"),
+    "build argument not the registry's": (
+        _set_in_compose("cetd", "build.args.DEBIAN_PACKAGES", "chromium curl"),
+        "compose cetd: build is"),
+    "Java for another service": (
+        _set_in_compose("justext", "build.args.DEBIAN_PACKAGES", "default-jre-headless"),
+        "compose justext: build is"),
+    "Dockerfile of its own": (
+        _set_in_compose("bte", "build.dockerfile", "services/bte/Dockerfile"),
+        "compose bte: build is"),
+    "member URLs not the registry's": (
+        _edit_file("docker-compose.yml", '"bte": "${BTE_URL:-http://bte:8003}", "cetd"',
+                   '"cetd"'),
+        "compose ensemble: BOILERBENCH_MEMBER_URLS"),
+    "orchestrator URL missing": (
+        _edit_file("docker-compose.yml", ', "rss": "${RSS_URL:-http://rss:8006}"', ""),
+        "compose orchestrator: BOILERBENCH_URLS"),
     "orchestrator starts before health": (
         _edit_file("docker-compose.yml", "condition: service_healthy",
                    "condition: service_started"),
         "does not depend on justext as service_healthy"),
     "COPY of a missing file": (
-        _edit_file("services/justext/Dockerfile", "COPY shared/ shared/",
+        _edit_file(ALGORITHM_DOCKERFILE, "COPY shared/ shared/",
                    "COPY shared/ shared/\nCOPY models/justext.bin services/justext/"),
         "COPY source models/justext.bin does not exist"),
-    "unknown extra": (_edit_file("services/trafilatura/Dockerfile", "ARG EXTRAS=trafilatura",
-                                 "ARG EXTRAS=trafilatura,fast"),
-                      "extra 'fast' is not a group of pyproject.toml"),
-    "wrong extra": (_edit_file("services/readability/Dockerfile", "ARG EXTRAS=readability",
-                               "ARG EXTRAS=justext"),
-                    "installs extras 'justext', not 'readability'"),
-    "shell-form CMD": (_edit_file("services/bte/Dockerfile",
-                                  'CMD ["python", "-m", "shared.serving", "services.bte.app:app", '
-                                  '"--host", "0.0.0.0", "--port", "8003"]',
-                                  "CMD uvicorn services.bte.app:app --port 8003"),
-                       "services/bte/Dockerfile: CMD is missing or not in exec form"),
+    "Debian packages outside the arguments": (
+        _edit_file(ALGORITHM_DOCKERFILE, "$DEBIAN_PACKAGES $INIT", "$DEBIAN_PACKAGES $INIT curl"),
+        "apt-get installs more than $DEBIAN_PACKAGES $INIT"),
+    "extra other than the service": (
+        _edit_file(ALGORITHM_DOCKERFILE, '"$SERVICE" > requirements.txt',
+                   '"$SERVICE,orchestrator" > requirements.txt'),
+        "the builder does not install the extra named SERVICE"),
+    "unknown group": (_edit_file("pyproject.toml", "\nrss = [", "\nrss_feeds = ["),
+                      "pyproject.toml: no optional-dependency group rss"),
+    "shell-form CMD": (_edit_file(ALGORITHM_DOCKERFILE, 'CMD ["sh", "-c", ',
+                                  "CMD sh -c "), "services/Dockerfile: CMD"),
     "code copied before the dependencies": (
-        _edit_file("services/cetd/Dockerfile", "COPY pyproject.toml ./",
+        _edit_file(ALGORITHM_DOCKERFILE, "COPY pyproject.toml ./",
                    "COPY pyproject.toml ./\nCOPY shared/ shared/"),
-        "services/cetd/Dockerfile: the builder must copy only pyproject.toml before pip install"),
-    "CMD on another port": (_edit_file("services/resiliparse/Dockerfile",
-                                       '"--port", "8009"]', '"--port", "8010"]'),
-                            "services/resiliparse/Dockerfile: CMD"),
+        "services/Dockerfile: the builder must copy only pyproject.toml before pip install"),
+    "CMD on a fixed port": (_edit_file(ALGORITHM_DOCKERFILE, '--port \\"$BOILERBENCH_PORT\\"',
+                                       "--port 8001"), "services/Dockerfile: CMD"),
     "missing labels": (_set_in_compose("cetd", "labels", None),
                        "compose cetd: lacks the labels"),
     "fixed container name": (_set_in_compose("justext", "container_name", "justext"),
                              "would stop --scale"),
-    "Java outside boilerpipe": (_edit_file("services/justext/Dockerfile", "USER 10001",
-                                           "RUN apt-get install -y openjdk-17-jre-headless\n"
-                                           "USER 10001"),
-                                "services/justext/Dockerfile: installs Java"),
+    "import of an unlisted service": (_unlisted_import, "services/density imports ['bte']"),
+    "setup without the JRE": (_edit_file("scripts/setup", "default-jre-headless ", ""),
+                              "scripts/setup does not install default-jre-headless"),
 }
 
 
@@ -474,3 +344,146 @@ def test_consistency_gate_fails_on_a_broken_copy(copy_root: Path, breakage: str)
     alter(copy_root)
     problems = deployment_problems(copy_root)
     assert any(expected in problem for problem in problems), problems
+
+
+DOC_BREAKAGES: dict[str, tuple[str, str, str]] = {
+    "no Compose v2": ("Docker Compose v2 is required", "Docker Compose is required",
+                      "does not say that Docker Compose v2 is required"),
+    "count": ("the 11 algorithm services", "the ten algorithm services",
+              "says 'ten algorithm services'"),
+    "range": ("publishes 8001-8011", "publishes 8001-8009", "the port range 8001-8009"),
+    "port": ("| bte | 8003 |", "| bte | 8030 |", "bte is on port 8030"),
+    "arguments": ('`USES="bte,cetd,justext"`', '`USES="bte,cetd"`',
+                  "the build arguments of fusion"),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(DOC_BREAKAGES))
+def test_docs_gate_fails_on_a_broken_copy(copy_root: Path, breakage: str) -> None:
+    old, new, expected = DOC_BREAKAGES[breakage]
+    edit(copy_root / "docs" / "docker.md", old, new)
+    problems = docs_problems(copy_root)
+    assert any(expected in problem for problem in problems), problems
+
+
+# --- a new service, added by following CONTRIBUTING.md's checklist ------------------------
+
+NEW, NEW_PORT = "echo", 8012
+
+EXTRACTOR = '''"""Every visible text block of the page is content: a throw-away service."""
+
+from __future__ import annotations
+
+from shared.contract import Algorithm, Block, Extraction, Options
+from shared.html import parse_html, text_blocks
+
+
+class EchoOptions(Options):
+    pass
+
+
+def extract(html: str, options: EchoOptions, url: str | None) -> Extraction:
+    return Extraction([Block(b.text, True) for b in text_blocks(parse_html(html))])
+
+
+ALGORITHM = Algorithm(name="echo", version="1", description="All visible text.",
+                      reference="none", options_model=EchoOptions, extract=extract)
+'''
+
+
+def _step_code(root: Path) -> None:
+    folder = root / "services" / NEW
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "extractor.py").write_text(EXTRACTOR)
+    (folder / "app.py").write_text(f"from services.{NEW}.extractor import ALGORITHM\n"
+                                   "from shared.service import create_service_app\n\n"
+                                   "app = create_service_app(ALGORITHM)\n")
+
+
+def _step_registry(root: Path) -> None:
+    edit(root / REGISTRY, "    )\n}\n", f'        ServiceEntry("{NEW}", {NEW_PORT}),\n    )\n}}\n')
+
+
+def _step_pyproject(root: Path) -> None:
+    path = root / "pyproject.toml"
+    edit(path, "\norchestrator = [", f'\n{NEW} = ["lxml>=5.2"]\norchestrator = [')
+    edit(path, ",ensemble,", f",ensemble,{NEW},")
+
+
+def _step_compose(root: Path) -> None:
+    """As a contributor does it: the justext entry copied and renamed, and the new
+    service added to the orchestrator's list, URLs and dependencies and to the ports
+    override."""
+    path = root / "docker-compose.yml"
+    text = path.read_text()
+    start = text.index("  justext:\n")
+    block = text[start:text.index("\n\n", start) + 2]
+    block = block.replace("justext", NEW).replace("JUSTEXT", NEW.upper()).replace(
+        "8001", str(NEW_PORT))
+    text = text.replace("  orchestrator:\n", block + "  orchestrator:\n", 1)
+    text = text.replace(",ensemble\n", f",ensemble,{NEW}\n")
+    text = text.replace('http://ensemble:8011}"}',
+                        f'http://ensemble:8011}}", "{NEW}": '
+                        f'"${{{NEW.upper()}_URL:-http://{NEW}:{NEW_PORT}}}"}}')
+    text = text.replace("      ensemble:\n        condition: service_healthy\n",
+                        "      ensemble:\n        condition: service_healthy\n"
+                        f"      {NEW}:\n        condition: service_healthy\n")
+    path.write_text(text)
+    ports = root / "docker-compose.ports.yml"
+    ports.write_text(ports.read_text() + f"  {NEW}:\n    ports:\n"
+                     f'      - "127.0.0.1:${{{NEW.upper()}_PORT:-{NEW_PORT}}}:{NEW_PORT}"\n')
+
+
+def _step_kubernetes(root: Path) -> None:
+    """`boilerbench kubernetes`, run from the copy's own code."""
+    command = Path(sys.executable).parent / "boilerbench"
+    done = subprocess.run([str(command), "kubernetes"], cwd=root, capture_output=True,
+                          text=True, check=False, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr
+    assert str(root) in done.stdout
+
+
+def _step_docs(root: Path) -> None:
+    path = root / "docs" / "docker.md"
+    text = path.read_text()
+    text = text.replace("| ensemble | 8011 |", f"| {NEW} | {NEW_PORT} | |\n| ensemble | 8011 |")
+    text = text.replace("11 algorithm services", "12 algorithm services").replace(
+        "12 images", "13 images").replace("8001-8011", f"8001-{NEW_PORT}")
+    path.write_text(text)
+
+
+CHECKLIST: dict[str, tuple[Callable[[Path], None], str]] = {
+    "code": (_step_code, f"services/{NEW} (of {NEW}) is not a package"),
+    "registry": (_step_registry, f"services/{NEW} is not in shared.registry"),
+    "pyproject": (_step_pyproject, f"pyproject.toml: no optional-dependency group {NEW}"),
+    "compose": (_step_compose, f"docker-compose.yml: no service {NEW}"),
+    "kubernetes": (_step_kubernetes, f"deploy/kubernetes/base/{NEW}.yaml is not what"),
+    "docs": (_step_docs, f"docs/docker.md: the services table lacks {NEW}"),
+}
+
+
+def test_the_checklist_names_every_step() -> None:
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    checklist = text[text.index("## Adding an algorithm"):]
+    for words in ("extractor.py", "shared/registry.py", "pyproject.toml",
+                  "docker-compose.yml", "docker-compose.ports.yml", "boilerbench kubernetes",
+                  "docs/docker.md", "quality_floors.json", "tests/test_deploy.py"):
+        assert words in checklist, words
+
+
+@pytest.mark.parametrize("left_out", [None, "registry", "compose", "kubernetes", "docs"])
+def test_a_service_added_by_the_checklist_passes_the_checks(tmp_path: Path,
+                                                            left_out: str | None) -> None:
+    root = copy_repository(tmp_path / "repo")
+    for step, (apply, _) in CHECKLIST.items():
+        if step != left_out:
+            apply(root)
+    problems = consistency_problems(root)
+    if left_out is None:
+        assert problems == []
+        assert (root / "deploy" / "kubernetes" / "base" / f"{NEW}.yaml").is_file()
+    else:
+        expected = CHECKLIST[left_out][1]
+        assert any(expected in problem for problem in problems), problems
