@@ -62,7 +62,7 @@ class ServiceEntry:
     the orphans left by a killed worker, such as its browser processes)."""
     members: tuple[str, ...] = ()
     """Services it asks over HTTP (BOILERBENCH_MEMBER_URLS in its deployments)."""
-    page_options: str | None = None
+    input_hook: str | None = None
     """`module:function` (a PageOptionsHook) giving the request options it needs from
     a test page besides the HTML, such as a feed; raises MissingInputError."""
     start_period_s: int = 60
@@ -107,7 +107,7 @@ SERVICES: dict[str, ServiceEntry] = {
         # Debian's chromium lays pages out for the measure htd (Playwright drives it).
         ServiceEntry("cetd", 8004, debian_packages=("chromium",), init="tini"),
         ServiceEntry("density", 8005),
-        ServiceEntry("rss", 8006, page_options="services.rss.inputs:feed_options"),
+        ServiceEntry("rss", 8006, input_hook="services.rss.inputs:feed_options"),
         ServiceEntry("trafilatura", 8007),
         ServiceEntry("readability", 8008),
         ServiceEntry("resiliparse", 8009),
@@ -142,6 +142,6 @@ def page_options(service: str, page: InputPage, test_set: InputSet) -> dict[str,
     registry entry's hook ({} for a service without one or outside the registry).
     Raises MissingInputError when the page lacks them."""
     entry = SERVICES.get(service)
-    if entry is None or entry.page_options is None:
+    if entry is None or entry.input_hook is None:
         return {}
-    return _hook(entry.page_options)(page, test_set)
+    return _hook(entry.input_hook)(page, test_set)

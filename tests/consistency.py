@@ -157,14 +157,19 @@ def debian_name(package: str) -> str:
 # --- the images --------------------------------------------------------------------------
 
 
-def _common_image_problems(root: Path, where: str, stages: list[Stage],
-                           problems: list[str]) -> None:
-    """What both Dockerfiles must do: pinned multi-stage build, dependencies from a
-    pyproject extra with a cached layer, whitelisted COPY sources, a numeric non-root
-    user, exec-form CMD and HEALTHCHECK."""
+def read_image(root: Path, where: str, problems: list[str]) -> list[Stage] | None:
+    """The stages of a Dockerfile, after checking what both Dockerfiles must do:
+    pinned multi-stage build, dependencies from a pyproject extra with a cached layer,
+    whitelisted COPY sources, a numeric non-root user, exec-form CMD and HEALTHCHECK.
+    None where it is missing or has a single stage."""
+    path = root / where
+    if not path.is_file():
+        problems.append(f"{where} is missing")
+        return None
+    stages = parse_dockerfile(path.read_text())
     if len(stages) < 2:
         problems.append(f"{where}: not multi-stage")
-        return
+        return None
     builder, final = stages[0], stages[-1]
     for stage in stages:
         if not re.fullmatch(r"python:3\.11\.\d+-slim(-\w+)?", stage.base):
@@ -206,6 +211,7 @@ def _common_image_problems(root: Path, where: str, stages: list[Stage],
     health = final.last("HEALTHCHECK")
     if not (health and " CMD " in health and exec_form(health.split(" CMD ", 1)[1])):
         problems.append(f"{where}: no exec-form HEALTHCHECK")
+    return stages
 
 
 def algorithm_image_problems(root: Path, registry: Registry) -> list[str]:
@@ -213,13 +219,9 @@ def algorithm_image_problems(root: Path, registry: Registry) -> list[str]:
     (SERVICE is both the folder and the pyproject extra; the only Debian packages it
     installs are DEBIAN_PACKAGES and INIT), and it serves the service's app on PORT."""
     where = ALGORITHM_DOCKERFILE
-    path = root / where
-    if not path.is_file():
-        return [f"{where} is missing"]
     problems: list[str] = []
-    stages = parse_dockerfile(path.read_text())
-    _common_image_problems(root, where, stages, problems)
-    if len(stages) < 2:
+    stages = read_image(root, where, problems)
+    if stages is None:
         return problems
     builder, final = stages[0], stages[-1]
     declared = {name for stage in stages for name in stage.args()}
@@ -229,8 +231,8 @@ def algorithm_image_problems(root: Path, registry: Registry) -> list[str]:
     if '"$SERVICE" > requirements.txt' not in install:
         problems.append(f"{where}: the builder does not install the extra named SERVICE")
     apt = [run for stage in stages for run in stage.all("RUN") if "apt-get install" in run]
-    if apt and not all(re.search(r"apt-get install [^&;]*\$DEBIAN_PACKAGES \$INIT\s*(&&|;)",
-                                 run) for run in apt):
+    if apt and not all(re.search(r"apt-get install(?: -[-\w]+)* \$DEBIAN_PACKAGES \$INIT"
+                                 r"\s*(?:&&|;|$)", run) for run in apt):
         problems.append(f"{where}: apt-get installs more than $DEBIAN_PACKAGES $INIT")
     if not apt and any(e.debian_packages or e.init for e in registry.services.values()):
         problems.append(f"{where}: DEBIAN_PACKAGES and INIT are never installed")
@@ -263,13 +265,9 @@ def algorithm_image_problems(root: Path, registry: Registry) -> list[str]:
 
 def orchestrator_image_problems(root: Path, registry: Registry) -> list[str]:
     where = ORCHESTRATOR_DOCKERFILE
-    path = root / where
-    if not path.is_file():
-        return [f"{where} is missing"]
     problems: list[str] = []
-    stages = parse_dockerfile(path.read_text())
-    _common_image_problems(root, where, stages, problems)
-    if len(stages) < 2:
+    stages = read_image(root, where, problems)
+    if stages is None:
         return problems
     extras = stages[0].args().get("EXTRAS") or ""
     if "orchestrator" not in extras.split(","):
@@ -281,8 +279,8 @@ def orchestrator_image_problems(root: Path, registry: Registry) -> list[str]:
         problems.append(f"{where}: CMD {cmd} does not serve the API factory on port {port}")
     if stages[-1].all("EXPOSE") != [str(port)]:
         problems.append(f"{where}: EXPOSE {stages[-1].all('EXPOSE')} is not [{port}]")
-    if "openjdk" in path.read_text() or "libboilerpipe-java" in path.read_text():
-        problems.append(f"{where}: installs Java")
+    if any("apt-get install" in run for stage in stages for run in stage.all("RUN")):
+        problems.append(f"{where}: installs Debian packages (the algorithms' images do)")
     return problems
 
 
