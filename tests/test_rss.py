@@ -9,10 +9,13 @@ from html import escape
 import pytest
 from pydantic import ValidationError
 
+from orchestrator.datasets import Dataset, Page
 from orchestrator.scoring import bag_f1
 from services.rss import extractor as rss
 from services.rss.extractor import ALGORITHM, normalize_url, parse_feed
+from services.rss.inputs import NO_FEEDS, NO_PAGE_FEED
 from shared.contract import ExtractReplyBody, PageError
+from shared.registry import MissingInputError, page_options
 from tests.helpers import LIBRARY_ARTICLE
 from tests.servers import serve_http
 
@@ -245,3 +248,21 @@ def test_feed_url_is_fetched_from_allowed_hosts_only(
     monkeypatch.setenv("BOILERBENCH_FETCH_ALLOW_LIST", '["feeds.example"]')
     with pytest.raises(PageError, match="not on BOILERBENCH_FETCH_ALLOW_LIST"):
         ALGORITHM.run(page(), {"feed_url": f"{feed_server}/feed.xml"}, URL)
+
+
+def test_the_registry_input_hook_gives_rss_the_page_feed() -> None:
+    """What the orchestrator asks the registry for each page: the feed as option, or
+    the reason the page is skipped (a page without a feed in a set with feeds, or a
+    set without any)."""
+    feed = rss_feed(summary_item())
+    with_feed = Page("gazette", "library", page(), "gold", feed)
+    without = Page("gazette", "sports", page(), "gold")
+    feeds = Dataset("gazette", ["library", "sports"], lambda _: with_feed, has_feeds=True)
+    plain = Dataset("plain", ["sports"], lambda _: without)
+    assert page_options("rss", with_feed, feeds) == {"feed": feed}
+    assert ALGORITHM.run(page(), page_options("rss", with_feed, feeds), URL).text
+    for dataset, reason in ((feeds, NO_PAGE_FEED), (plain, NO_FEEDS)):
+        with pytest.raises(MissingInputError, match=reason):
+            page_options("rss", without, dataset)
+    assert page_options("bte", without, plain) == {}
+    assert page_options("a-prediction-file", without, plain) == {}
