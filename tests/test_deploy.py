@@ -150,6 +150,25 @@ def test_each_image_installs_exactly_its_debian_packages(name: str, tmp_path: Pa
         assert calls == []
 
 
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_each_image_copies_its_folder_and_the_ones_it_uses(name: str, tmp_path: Path) -> None:
+    """The code stage's step with the compose file's SERVICE and USES, writing under
+    tmp_path instead of /app: the service's folder and those it imports, no other."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    args = {k: str(v) for k, v in compose["services"][name]["build"]["args"].items()}
+    shutil.copytree(ROOT / "services", tmp_path / "services",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    step = dockerfile_run(1, "copytree").replace("'/app/", f"'{tmp_path}/app/")
+    assert "/app" not in step.replace(f"{tmp_path}/app", ""), "the step writes to /app"
+    done = shell(step, tmp_path, SERVICE=args["SERVICE"], USES=args.get("USES", ""))
+    assert done.returncode == 0, done.stderr
+    copied = tmp_path / "app" / "services"
+    assert sorted(p.name for p in copied.iterdir()) == sorted(
+        ["__init__.py", name, *SERVICES[name].uses])
+    assert (copied / name / "app.py").read_bytes() == (ROOT / "services" / name / "app.py"
+                                                       ).read_bytes()
+
+
 def test_a_build_without_its_arguments_stops_with_a_clear_message(tmp_path: Path) -> None:
     step = dockerfile_run(0, "--build-arg SERVICE=")
     refused = shell(step, tmp_path, SERVICE="justext", PORT="")
