@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import http.server
 from collections.abc import Iterator
+from dataclasses import dataclass
 from html import escape
 
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.datasets import Dataset, Page
 from orchestrator.scoring import bag_f1
 from services.rss import extractor as rss
 from services.rss.extractor import ALGORITHM, normalize_url, parse_feed
@@ -250,19 +250,29 @@ def test_feed_url_is_fetched_from_allowed_hosts_only(
         ALGORITHM.run(page(), {"feed_url": f"{feed_server}/feed.xml"}, URL)
 
 
+@dataclass(frozen=True)
+class _Page:
+    id: str
+    feed: str | None = None
+
+
+@dataclass(frozen=True)
+class _Set:
+    name: str
+    has_feeds: bool
+
+
 def test_the_registry_input_hook_gives_rss_the_page_feed() -> None:
-    """What the orchestrator asks the registry for each page: the feed as option, or
-    the reason the page is skipped (a page without a feed in a set with feeds, or a
+    """What the orchestrator asks the registry for each test page: the feed as option,
+    or the reason the page is skipped (a page without a feed in a set with feeds, or a
     set without any)."""
     feed = rss_feed(summary_item())
-    with_feed = Page("gazette", "library", page(), "gold", feed)
-    without = Page("gazette", "sports", page(), "gold")
-    feeds = Dataset("gazette", ["library", "sports"], lambda _: with_feed, has_feeds=True)
-    plain = Dataset("plain", ["sports"], lambda _: without)
+    with_feed, without = _Page("library", feed), _Page("sports")
+    feeds, plain = _Set("gazette", has_feeds=True), _Set("plain", has_feeds=False)
     assert page_options("rss", with_feed, feeds) == {"feed": feed}
-    assert ALGORITHM.run(page(), page_options("rss", with_feed, feeds), URL).text
-    for dataset, reason in ((feeds, NO_PAGE_FEED), (plain, NO_FEEDS)):
+    assert_is_the_article(ALGORITHM.run(page(), page_options("rss", with_feed, feeds), URL))
+    for test_set, reason in ((feeds, NO_PAGE_FEED), (plain, NO_FEEDS)):
         with pytest.raises(MissingInputError, match=reason):
-            page_options("rss", without, dataset)
+            page_options("rss", without, test_set)
     assert page_options("bte", without, plain) == {}
     assert page_options("a-prediction-file", without, plain) == {}
