@@ -24,9 +24,9 @@ into a folder of its own under `uploads` (limits counted on the real unpacked
 bytes, see orchestrator/datasets.py), which the run reads from and which is
 deleted with it; its pages are not copied into the store.
 
-Errors are JSON `{"error", "detail"}` like the services'. The service URLs come
-from the configuration only (never from a request), so no request makes the
-server fetch an address of the caller's choosing. On start the server resumes
+Errors are the contract's ErrorReply, `{"error", "detail"}`, like the services'.
+The service URLs come from the configuration only (never from a request), so no
+request makes the server fetch an address of the caller's choosing. On start the server resumes
 runs left pending or running by a previous process (same store).
 
 API settings come from the environment, prefix BOILERBENCH_API_ (host, port,
