@@ -24,9 +24,9 @@ into a folder of its own under `uploads` (limits counted on the real unpacked
 bytes, see orchestrator/datasets.py), which the run reads from and which is
 deleted with it; its pages are not copied into the store.
 
-Errors are JSON `{"error", "detail"}` like the services'. The service URLs come
-from the configuration only (never from a request), so no request makes the
-server fetch an address of the caller's choosing. On start the server resumes
+Errors are the contract's ErrorReply, `{"error", "detail"}`, like the services'.
+The service URLs come from the configuration only (never from a request), so no
+request makes the server fetch an address of the caller's choosing. On start the server resumes
 runs left pending or running by a previous process (same store).
 
 API settings come from the environment, prefix BOILERBENCH_API_ (host, port,
@@ -45,11 +45,12 @@ import logging
 import shutil
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -82,7 +83,7 @@ from shared.answer import ServiceError, validation_message
 from shared.datasets import datasets_root
 from shared.openapi import document_bodies, install_offline_docs
 from shared.registry import SERVICES
-from shared.service import check_token, install_error_handlers, json_response, read_body
+from shared.service import TokenGuardedApp, install_error_handlers, json_response, read_limited
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 # Retry-After of a 429: about the time a run of the sample set takes.
@@ -189,53 +190,70 @@ def _spec_from(config: RunConfig, services: list[str] | None,
     )
 
 
-def create_app(settings: ApiSettings | None = None, config: RunConfig | None = None) -> FastAPI:
-    """The orchestrator app; `config` gives the run defaults (else load_config)."""
-    settings = settings or ApiSettings()
-    try:
-        run_config = config or load_config(settings.config)
-    except ConfigError as exc:
-        raise SystemExit(f"configuration error: {exc}") from None
-    limits = ArchiveLimits(max_total_bytes=settings.max_unpacked_bytes)
-    uploads = (settings.uploads or run_config.store_path.parent / "uploads").resolve()
-    tasks: dict[str, asyncio.Task[Any]] = {}
-    holder: dict[str, Store] = {}
-    running = asyncio.Semaphore(settings.max_running_runs)
-    unpacking = asyncio.Semaphore(1)  # the temporary area holds one upload at a time
+@dataclass
+class ApiState:
+    """What the API's routes share (app.state.api): settings, run defaults, the store
+    (open while the app runs), the tasks of the runs waiting or running."""
 
-    def store() -> Store:
-        return holder["store"]
+    settings: ApiSettings
+    run_config: RunConfig
+    uploads: Path
+    limits: ArchiveLimits
+    tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    opened: Store | None = None
 
-    def start_task(run_id: str, urls: dict[str, str] | None = None) -> None:
+    def __post_init__(self) -> None:
+        self.running = asyncio.Semaphore(self.settings.max_running_runs)
+        self.unpacking = asyncio.Semaphore(1)  # the temporary area holds one upload at a time
+
+    @property
+    def store(self) -> Store:
+        if self.opened is None:
+            raise RuntimeError("the store opens with the app's lifespan")
+        return self.opened
+
+    def start_task(self, run_id: str, urls: dict[str, str] | None = None) -> None:
+        """Execute the run in the background, at most max_running_runs at a time."""
         async def run() -> None:
             try:
-                async with running:
-                    await execute_run(store(), run_id, urls=urls)
+                async with self.running:
+                    await execute_run(self.store, run_id, urls=urls)
             except RunCancelledError:
                 log.info("run %s was cancelled", run_id)
             except Exception:
                 log.exception("run %s failed", run_id)
             finally:
-                tasks.pop(run_id, None)
+                self.tasks.pop(run_id, None)
 
-        tasks[run_id] = asyncio.get_running_loop().create_task(run())
+        self.tasks[run_id] = asyncio.get_running_loop().create_task(run())
 
-    async def unpack_upload(upload: UploadFile, run_id: str
+    def check_queue(self) -> None:
+        """Refuse (429) a new run while max_queued_runs runs already wait."""
+        if len(self.tasks) - self.settings.max_running_runs >= self.settings.max_queued_runs:
+            raise ServiceError(429, "too_many_runs",
+                               f"{len(self.tasks)} runs are running or waiting; "
+                               "try again later", {"retry-after": str(RETRY_AFTER_S)})
+
+    def upload_folder(self, run_id: str) -> Path:
+        """Where a run's uploaded archive is unpacked (deleted with the run)."""
+        return self.uploads / run_id
+
+    async def unpack_upload(self, upload: UploadFile, run_id: str
                             ) -> tuple[list[DatasetSource], list[str]]:
-        """The test sets of an uploaded archive, unpacked into uploads/<run id>."""
+        """The test sets of an uploaded archive, unpacked into upload_folder(run_id)."""
         stem = (upload.filename or "upload").split("/")[-1].split(".")[0] or "upload"
-        partial, target = uploads / f"{run_id}.partial", uploads / run_id
+        partial, target = self.uploads / f"{run_id}.partial", self.upload_folder(run_id)
 
         def unpack() -> tuple[list[tuple[str, Path]], list[str]]:
             try:
-                files = unpack_archive(upload.file, partial, limits)
+                files = unpack_archive(upload.file, partial, self.limits)
                 return archive_dataset_folders(partial, files, stem)
             except BaseException:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
 
-        async with unpacking:
-            uploads.mkdir(parents=True, exist_ok=True)
+        async with self.unpacking:
+            self.uploads.mkdir(parents=True, exist_ok=True)
             try:
                 folders, warnings = await asyncio.to_thread(unpack)
             except DatasetError as exc:
@@ -250,207 +268,244 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
                                          roots=[target], owned=True))
         return sources, warnings
 
-    def remove_run_files(spec: RunSpec, run_id: str) -> None:
+    def remove_run_files(self, spec: RunSpec, run_id: str) -> None:
         shutil.rmtree(run_output_dir(Path(spec.output_folder), run_id), ignore_errors=True)
-        shutil.rmtree(uploads / run_id, ignore_errors=True)
+        shutil.rmtree(self.upload_folder(run_id), ignore_errors=True)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        try:
-            holder["store"] = Store(run_config.store_path)
-        except StoreError as exc:
-            raise SystemExit(str(exc)) from None
-        if settings.resume:
-            for info in store().unfinished_runs():
-                spec = RunSpec.model_validate(store().spec(info.id))
-                # A run of a stack started for it is resumed on this server's services.
-                urls = ({name: run_config.urls.get(name, f"http://127.0.0.1:{SERVICES[name].port}")
-                         for name in spec.services} if spec.local else None)
-                start_task(info.id, urls)
-        try:
-            yield
-        finally:
-            for task in list(tasks.values()):
-                task.cancel()
-            await asyncio.gather(*tasks.values(), return_exceptions=True)
-            store().close()
+    def run_info(self, run_id: str) -> dict[str, Any]:
+        """A run's RunInfo as JSON, or 404."""
+        info = self.store.run(run_id)
+        if info is None:
+            raise ServiceError(404, "not_found", f"no run {run_id!r}")
+        return info.model_dump(mode="json")
 
-    app = FastAPI(title="boilerbench orchestrator", lifespan=lifespan, docs_url=None,
-                  redoc_url=None)
-    install_error_handlers(app)
-    document_bodies(app, {("/runs", "post"): {"application/json": RunRequest,
-                                              "multipart/form-data": ARCHIVE_FORM}})
-    install_offline_docs(app)
+    def spec(self, run_id: str) -> RunSpec:
+        return RunSpec.model_validate(self.store.spec(run_id))
 
-    @app.middleware("http")
-    async def _auth(request: Request, call_next: Any) -> Response:
-        if request.url.path != "/health":
-            try:
-                check_token(request, settings.token)
-            except ServiceError as exc:
-                return json_response({"error": exc.error, "detail": exc.detail}, exc.status)
-        response: Response = await call_next(request)
-        return response
 
-    @app.get("/health")
-    async def health() -> Response:
-        active = min(len(tasks), settings.max_running_runs)
-        return json_response({"status": "ok", "running": active,
-                              "queued": len(tasks) - active})
+def api_state(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
 
-    @app.post("/runs")
-    async def post_run(request: Request) -> Response:
-        waiting = len(tasks) - settings.max_running_runs
-        if waiting >= settings.max_queued_runs:
-            reply = json_response({"error": "too_many_runs",
-                                   "detail": f"{len(tasks)} runs are running or waiting; "
-                                             "try again later"}, 429)
-            reply.headers["retry-after"] = str(RETRY_AFTER_S)
-            return reply
-        body = await read_body(request, settings.max_body_bytes)
-        media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        folders: list[DatasetSource] = []
-        memory: list[Dataset] = []
-        run_id = uuid.uuid4().hex[:12]
-        upload_warnings: list[str] = []
+
+Api = Annotated[ApiState, Depends(api_state)]
+router = APIRouter()
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Open the store, resume its unfinished runs; at the end cancel the runs still going
+    (a later start resumes them) and close the store."""
+    api: ApiState = app.state.api
+    try:
+        api.opened = Store(api.run_config.store_path)
+    except StoreError as exc:
+        raise SystemExit(str(exc)) from None
+    if api.settings.resume:
+        for info in api.store.unfinished_runs():
+            spec = api.spec(info.id)
+            # A run of a stack started for it is resumed on this server's services.
+            urls = ({name: api.run_config.urls.get(name, f"http://127.0.0.1:{SERVICES[name].port}")
+                     for name in spec.services} if spec.local else None)
+            api.start_task(info.id, urls)
+    try:
+        yield
+    finally:
+        for task in list(api.tasks.values()):
+            task.cancel()
+        await asyncio.gather(*api.tasks.values(), return_exceptions=True)
+        api.store.close()
+        api.opened = None
+
+
+@router.get("/health")
+async def health(api: Api) -> Response:
+    active = min(len(api.tasks), api.settings.max_running_runs)
+    return json_response({"status": "ok", "running": active,
+                          "queued": len(api.tasks) - active})
+
+
+async def _archive_request(request: Request, body: bytes, api: ApiState, run_id: str
+                           ) -> tuple[RunRequest, list[DatasetSource], list[str]]:
+    """POST /runs as a form: the archive unpacked, the services and options fields."""
+    request._body = body  # the form parser reads the body already read (and limited)
+    form = await request.form()
+    upload = form.get("archive")
+    if upload is None or isinstance(upload, str):
+        raise ServiceError(422, "invalid_request", "the form needs an `archive` file")
+    folders, warnings = await api.unpack_upload(upload, run_id)
+    services_field = form.get("services")
+    options_field = form.get("options")
+    try:
+        options = orjson.loads(str(options_field)) if options_field else {}
+    except orjson.JSONDecodeError as exc:
+        raise ServiceError(422, "invalid_request",
+                           f"the `options` field is not JSON: {exc}") from None
+    try:
+        parsed = RunRequest(
+            services=[s.strip() for s in str(services_field).split(",") if s.strip()]
+            if services_field else None,
+            options=options)
+    except ValidationError as exc:
+        raise ServiceError(422, "invalid_request", validation_message(exc)) from None
+    return parsed, folders, warnings
+
+
+def _json_request(body: bytes, roots: list[Path]
+                  ) -> tuple[RunRequest, list[DatasetSource], list[Dataset]]:
+    """POST /runs as JSON: test sets by path under `roots`, or pages in the body."""
+    try:
+        parsed = RunRequest.model_validate_json(body)
+    except ValidationError as exc:
+        raise ServiceError(422, "invalid_request", validation_message(exc)) from None
+    folders = []
+    for path in parsed.dataset:
+        folder = _resolve_dataset(path, roots)
+        feeds = folder / "feeds"
+        folders.append(folder_source(folder.name, folder / "html", folder / "content",
+                                     feeds if feeds.is_dir() else None, roots=roots))
+    memory = [parsed.pages.dataset()] if parsed.pages is not None else []
+    return parsed, folders, memory
+
+
+@router.post("/runs")
+async def post_run(request: Request, api: Api) -> Response:
+    api.check_queue()
+    body = await read_limited(request.stream(), request.headers.get("content-length"),
+                              api.settings.max_body_bytes)
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    run_id = uuid.uuid4().hex[:12]
+    memory: list[Dataset] = []
+    warnings: list[str] = []
+    try:
         if media_type == "multipart/form-data":
-            request._body = body  # the form parser reads the body already read (and limited)
-            form = await request.form()
-            upload = form.get("archive")
-            if upload is None or isinstance(upload, str):
-                raise ServiceError(422, "invalid_request", "the form needs an `archive` file")
-            folders, upload_warnings = await unpack_upload(upload, run_id)
-            services_field = form.get("services")
-            options_field = form.get("options")
-            try:
-                options = orjson.loads(str(options_field)) if options_field else {}
-            except orjson.JSONDecodeError as exc:
-                shutil.rmtree(uploads / run_id, ignore_errors=True)
-                raise ServiceError(422, "invalid_request",
-                                   f"the `options` field is not JSON: {exc}") from None
-            try:
-                parsed = RunRequest(
-                    services=[s.strip() for s in str(services_field).split(",") if s.strip()]
-                    if services_field else None,
-                    options=options)
-            except ValidationError as exc:
-                shutil.rmtree(uploads / run_id, ignore_errors=True)
-                raise ServiceError(422, "invalid_request", validation_message(exc)) from None
+            parsed, folders, warnings = await _archive_request(request, body, api, run_id)
         elif media_type == "application/json":
-            try:
-                parsed = RunRequest.model_validate_json(body)
-            except ValidationError as exc:
-                raise ServiceError(422, "invalid_request", validation_message(exc)) from None
-            for path in parsed.dataset:
-                folder = _resolve_dataset(path, settings.allowed_roots)
-                feeds = folder / "feeds"
-                folders.append(folder_source(folder.name, folder / "html", folder / "content",
-                                             feeds if feeds.is_dir() else None,
-                                             roots=settings.allowed_roots))
-            if parsed.pages is not None:
-                memory.append(parsed.pages.dataset())
+            parsed, folders, memory = _json_request(body, api.settings.allowed_roots)
         else:
             raise ServiceError(415, "unsupported_media_type",
                                "send application/json or multipart/form-data")
         if not folders and not memory:
             raise ServiceError(422, "invalid_request", "give `dataset`, `pages` or an archive")
         try:
-            spec = _spec_from(run_config, parsed.services, parsed.options, parsed.backend)
-            create_run(store(), spec, folders, memory, run_id=run_id)
-        except (DatasetError, ValueError, ServiceError) as exc:
-            shutil.rmtree(uploads / run_id, ignore_errors=True)
-            if isinstance(exc, ServiceError):
-                raise
+            spec = _spec_from(api.run_config, parsed.services, parsed.options, parsed.backend)
+            create_run(api.store, spec, folders, memory, run_id=run_id)
+        except (DatasetError, ValueError) as exc:
             raise ServiceError(422, "invalid_dataset", str(exc)) from None
-        if upload_warnings:
-            store().add_warnings(run_id, upload_warnings)
-        start_task(run_id)
-        return json_response({"id": run_id, "status": "pending",
-                              "links": {"self": f"/runs/{run_id}",
-                                        "results": f"/runs/{run_id}/results",
-                                        "report": f"/runs/{run_id}/report"}}, 202)
+    except BaseException:
+        # Refused before the run was recorded: its unpacked upload (if any) goes.
+        shutil.rmtree(api.upload_folder(run_id), ignore_errors=True)
+        raise
+    if warnings:
+        api.store.add_warnings(run_id, warnings)
+    api.start_task(run_id)
+    return json_response({"id": run_id, "status": "pending",
+                          "links": {"self": f"/runs/{run_id}",
+                                    "results": f"/runs/{run_id}/results",
+                                    "report": f"/runs/{run_id}/report"}}, 202)
 
-    def run_or_404(run_id: str) -> dict[str, Any]:
-        info = store().run(run_id)
-        if info is None:
-            raise ServiceError(404, "not_found", f"no run {run_id!r}")
-        return info.model_dump(mode="json")
 
-    @app.get("/runs")
-    async def list_runs() -> Response:
-        return json_response({"runs": [run_or_404(info.id) for info in store().runs()]})
+@router.get("/runs")
+async def list_runs(api: Api) -> Response:
+    return json_response({"runs": [api.run_info(info.id) for info in api.store.runs()]})
 
-    @app.get("/runs/{run_id}")
-    async def get_run(run_id: str) -> Response:
-        info = run_or_404(run_id)
-        return json_response({**info, "per_service": store().service_counts(run_id),
-                              **store().details(run_id)})
 
-    @app.get("/runs/{run_id}/results")
-    async def get_results(run_id: str) -> Response:
-        info = run_or_404(run_id)
-        results = store().results(run_id)
-        spec = RunSpec.model_validate(store().spec(run_id))
-        summary = ranked(await asyncio.to_thread(summarize, results, spec.predictions),
-                         spec.rank_by)
-        errors = [{"dataset": r.dataset, "page_id": r.page_id, "service": r.service,
-                   "error": r.error} for r in results if r.status == "error"]
-        return json_response({"run": info, "summary": summary.model_dump(mode="json"),
-                              "errors": errors, **store().details(run_id)})
+@router.get("/runs/{run_id}")
+async def get_run(run_id: str, api: Api) -> Response:
+    info = api.run_info(run_id)
+    return json_response({**info, "per_service": api.store.service_counts(run_id),
+                          **api.store.details(run_id)})
 
-    @app.delete("/runs/{run_id}")
-    async def delete_run(run_id: str) -> Response:
-        status = run_or_404(run_id)["status"]
-        if status in UNFINISHED:
-            store().set_status(run_id, "cancelled")
-        task = tasks.get(run_id)
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        spec = RunSpec.model_validate(store().spec(run_id))
-        store().delete_run(run_id)
-        await asyncio.to_thread(remove_run_files, spec, run_id)
-        return json_response({"id": run_id, "deleted": True,
-                              "status": "cancelled" if status in UNFINISHED else status})
 
-    @app.get("/runs/{run_id}/report")
-    async def get_report(run_id: str) -> Response:
-        info = run_or_404(run_id)
-        spec = RunSpec.model_validate(store().spec(run_id))
-        path = run_output_dir(Path(spec.output_folder), run_id) / "report.html"
-        if info["status"] != "finished" or not path.is_file():
-            raise ServiceError(409, "not_finished",
-                               f"run {run_id} is {info['status']}; the report comes at the end")
-        return HTMLResponse(path.read_text(encoding="utf-8"))
+@router.get("/runs/{run_id}/results")
+async def get_results(run_id: str, api: Api) -> Response:
+    info = api.run_info(run_id)
+    results = api.store.results(run_id)
+    spec = api.spec(run_id)
+    summary = ranked(await asyncio.to_thread(summarize, results, spec.predictions),
+                     spec.rank_by)
+    errors = [{"dataset": r.dataset, "page_id": r.page_id, "service": r.service,
+               "error": r.error} for r in results if r.status == "error"]
+    return json_response({"run": info, "summary": summary.model_dump(mode="json"),
+                          "errors": errors, **api.store.details(run_id)})
 
-    @app.get("/runs/{run_id}/pages/{page_id}")
-    async def get_page(run_id: str, page_id: str, dataset: str | None = None) -> Response:
-        run_or_404(run_id)
-        results = [r for r in store().results(run_id)
-                   if r.page_id == page_id and (dataset is None or r.dataset == dataset)]
-        sets = sorted({r.dataset for r in results})
-        if not results:
-            raise ServiceError(404, "not_found", f"run {run_id} has no page {page_id!r}")
-        if len(sets) > 1:
-            raise ServiceError(422, "ambiguous_page",
-                               f"page {page_id!r} is in {sets}: add ?dataset=NAME")
-        spec = RunSpec.model_validate(store().spec(run_id))
-        source = next(s for s in spec.datasets if s.name == sets[0])
-        try:
-            gold = open_source(source, store(), run_id).page(page_id).gold
-        except (OSError, KeyError, ValueError) as exc:
-            raise ServiceError(409, "gold_unavailable",
-                               f"the gold text of {page_id!r} cannot be read: {exc}") from None
-        rows = []
-        for r in results:
-            diff = page_diff(gold, r.text)
-            rows.append({"row": r.service, "status": r.status, "error": r.error,
-                         "text": r.text,
-                         "scores": r.scores.model_dump(mode="json") if r.scores else None,
-                         "diff": diff.model_dump(mode="json")})
-        return json_response({"run": run_id, "dataset": sets[0], "page_id": page_id,
-                              "gold": gold, "rows": rows})
 
+@router.delete("/runs/{run_id}")
+async def delete_run(run_id: str, api: Api) -> Response:
+    status = api.run_info(run_id)["status"]
+    if status in UNFINISHED:
+        api.store.set_status(run_id, "cancelled")
+    task = api.tasks.get(run_id)
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    spec = api.spec(run_id)
+    api.store.delete_run(run_id)
+    await asyncio.to_thread(api.remove_run_files, spec, run_id)
+    return json_response({"id": run_id, "deleted": True,
+                          "status": "cancelled" if status in UNFINISHED else status})
+
+
+@router.get("/runs/{run_id}/report")
+async def get_report(run_id: str, api: Api) -> Response:
+    info = api.run_info(run_id)
+    spec = api.spec(run_id)
+    path = run_output_dir(Path(spec.output_folder), run_id) / "report.html"
+    if info["status"] != "finished" or not path.is_file():
+        raise ServiceError(409, "not_finished",
+                           f"run {run_id} is {info['status']}; the report comes at the end")
+    return HTMLResponse(path.read_text(encoding="utf-8"))
+
+
+@router.get("/runs/{run_id}/pages/{page_id}")
+async def get_page(run_id: str, page_id: str, api: Api, dataset: str | None = None
+                   ) -> Response:
+    api.run_info(run_id)
+    results = [r for r in api.store.results(run_id)
+               if r.page_id == page_id and (dataset is None or r.dataset == dataset)]
+    sets = sorted({r.dataset for r in results})
+    if not results:
+        raise ServiceError(404, "not_found", f"run {run_id} has no page {page_id!r}")
+    if len(sets) > 1:
+        raise ServiceError(422, "ambiguous_page",
+                           f"page {page_id!r} is in {sets}: add ?dataset=NAME")
+    spec = api.spec(run_id)
+    source = next(s for s in spec.datasets if s.name == sets[0])
+    try:
+        gold = open_source(source, api.store, run_id).page(page_id).gold
+    except (OSError, KeyError, ValueError) as exc:
+        raise ServiceError(409, "gold_unavailable",
+                           f"the gold text of {page_id!r} cannot be read: {exc}") from None
+    rows = []
+    for r in results:
+        diff = page_diff(gold, r.text)
+        rows.append({"row": r.service, "status": r.status, "error": r.error,
+                     "text": r.text,
+                     "scores": r.scores.model_dump(mode="json") if r.scores else None,
+                     "diff": diff.model_dump(mode="json")})
+    return json_response({"run": run_id, "dataset": sets[0], "page_id": page_id,
+                          "gold": gold, "rows": rows})
+
+
+def create_app(settings: ApiSettings | None = None, config: RunConfig | None = None) -> FastAPI:
+    """The orchestrator app; `config` gives the run defaults (else load_config)."""
+    settings = settings or ApiSettings()
+    try:
+        run_config = config or load_config(settings.config)
+    except ConfigError as exc:
+        raise SystemExit(f"configuration error: {exc}") from None
+    app = TokenGuardedApp(title="boilerbench orchestrator", lifespan=lifespan, docs_url=None,
+                          redoc_url=None)
+    app.token = settings.token
+    app.state.api = ApiState(
+        settings=settings, run_config=run_config,
+        uploads=(settings.uploads or run_config.store_path.parent / "uploads").resolve(),
+        limits=ArchiveLimits(max_total_bytes=settings.max_unpacked_bytes))
+    install_error_handlers(app)
+    app.include_router(router)
+    document_bodies(app, {("/runs", "post"): {"application/json": RunRequest,
+                                              "multipart/form-data": ARCHIVE_FORM}})
+    install_offline_docs(app)
     return app
 
 

@@ -26,21 +26,17 @@ pages the hook finds lacking are "skipped" (not scored, but counted). A page
 that is not decodable HTML is skipped for every service and named in the warnings.
 
 Each page is prepared for scoring once (scoring.prepare_page) and reused by all
-services. Preparing runs in one worker thread, and so does scoring a page of more
-than INLINE_SCORING_TOKENS tokens, so the event loop keeps answering (the API's
-/health, the other lanes) during a large page's block scoring (up to ~200 ms);
-about nine pages in ten of the development sets are scored in the loop itself (a
-few ms each, at most ~20). That work is Python under the GIL either way: handing
-every result to a thread (or a pool of them) only makes it and the event loop,
-which keeps the services fed, interrupt each other (two full runs of
-benchmarks/throughput.py: 37.9 ms of CPU per result with every result scored in
-the thread, 33.6 ms with every result in the loop; this machine drifts by 10-20%).
-While the thread runs, the loop gets the GIL back after each blocking call only at
-the interpreter's switch interval, so runs lower it from 5 to 0.5 ms
-(GIL_SWITCH_INTERVAL_S): in two alternations of `benchmarks/throughput.py --limit 120
---modes local` (the interval set by a wrapper script), the results' store time went
-from 9.1 and 9.6 s to 3.7 and 3.7 s, and the machine's idle cores from 0.09 and 0.07
-to 0.05 and 0.04.
+services. Preparing runs in one worker thread (ScoringThread), and so does scoring a
+page of more than INLINE_SCORING_TOKENS tokens, so the event loop keeps answering (the
+API's /health, the other lanes) during a large page's block scoring; most pages are
+small and are scored in the loop itself. That work is Python under the GIL either way:
+handing every result to a thread (or a pool of them) only makes it and the event loop,
+which keeps the services fed, interrupt each other, and costs more CPU per result
+(benchmarks/results/speed-history.md). While the thread runs, the loop gets the GIL
+back after each blocking call (a socket's send or recv, a SQLite commit) only at the
+interpreter's switch interval, and the services run out of requests meanwhile; so a
+run lowers the interval to GIL_SWITCH_INTERVAL_S, and the last run of the process to
+end puts it back (LoweredSwitchInterval).
 Each result is written to the store in its own transaction, so a killed run
 resumes where it stopped: finished (dataset, page, service) rows are skipped.
 
@@ -90,7 +86,7 @@ INLINE_SCORING_TOKENS = 5000
 # ...and whose gold has at most this many: ROUGE-LSum's time grows with gold x extract
 # tokens (field_metrics), so a long gold goes to the thread even on a small page.
 INLINE_SCORING_GOLD_TOKENS = 1000
-# The interpreter's GIL switch interval during runs (execute_run says why).
+# The interpreter's GIL switch interval during runs (module docstring says why).
 GIL_SWITCH_INTERVAL_S = 0.0005
 # How often a running run looks in the store whether it was cancelled.
 CANCEL_CHECK_INTERVAL_S = 0.5
@@ -235,9 +231,8 @@ class HttpExtractor:
 
     aiohttp rather than httpx, which the rest of the project uses: a run sends every
     page to every service, and the client's CPU per request is taken from the cores
-    the services extract on. httpx's (its models, h11 and anyio layers) was 2.4 times
-    aiohttp's on scrapinghub pages: 1.61 against 0.68 ms (benchmarks/http_clients.py,
-    results in benchmarks/results/http_clients.md).
+    the services extract on. httpx's (its models, h11 and anyio layers) is several
+    times aiohttp's (benchmarks/http_clients.py; benchmarks/results/http_clients.md).
     """
 
     def __init__(self, spec: RunSpec) -> None:
@@ -550,6 +545,296 @@ class PreparedPages:
             self.entries.pop(key, None)
 
 
+class LoweredSwitchInterval:
+    """The interpreter's GIL switch interval lowered while runs execute (module
+    docstring), and put back as it was when the last run of the process ends, however
+    it ends (finished, failed, cancelled). Runs may overlap (the API executes several),
+    so they are counted: the first saves the interval, the last restores it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.runs = 0
+        self.saved = sys.getswitchinterval()
+        self.lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def during_run(self) -> Iterator[None]:
+        with self.lock:
+            if self.runs == 0:
+                self.saved = sys.getswitchinterval()
+            self.runs += 1
+            sys.setswitchinterval(min(self.saved, self.seconds))
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.runs -= 1
+                if self.runs == 0:
+                    sys.setswitchinterval(self.saved)
+
+
+SWITCH_INTERVAL = LoweredSwitchInterval(GIL_SWITCH_INTERVAL_S)
+
+
+class ScoringThread:
+    """The one thread that prepares pages and scores large ones, with a time limit per
+    call counted from when the call starts (not from its wait behind other pages).
+
+    Preparing and scoring are pure Python: under the GIL a second thread would not run
+    them any sooner, only make them and the event loop take turns more often. A call
+    stuck past the limit is left to finish alone in its thread, and the next calls go
+    to a fresh one (a thread cannot be stopped)."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.executor = self._new_executor()
+
+    @staticmethod
+    def _new_executor() -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="boilerbench-score")
+
+    async def run(self, call: Callable[[], Any]) -> Any:
+        """`call`'s value, or TimeoutError past the limit."""
+        loop = asyncio.get_running_loop()
+        while True:
+            executor = self.executor
+            started: asyncio.Future[None] = loop.create_future()
+
+            def run(started: asyncio.Future[None] = started) -> Any:
+                loop.call_soon_threadsafe(_settle, started)
+                return call()
+
+            future = loop.run_in_executor(executor, run)
+            await asyncio.wait([started, future], return_when=asyncio.FIRST_COMPLETED)
+            if future.cancelled():  # queued in a thread that was given up: again
+                continue
+            try:
+                return await asyncio.wait_for(future, self.limit_s)
+            except TimeoutError:
+                if self.executor is executor:
+                    self.executor = self._new_executor()
+                    executor.shutdown(wait=False, cancel_futures=True)
+                raise
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+WorkItem = tuple[Dataset, str]
+"""A page of a test set (dataset, page id) that a row still needs."""
+
+
+def remaining_work(datasets: Sequence[Dataset], rows: Sequence[str],
+                   done: set[tuple[str, str, str]]) -> dict[str, list[WorkItem]]:
+    """Per row, the pages it has no stored result for (a resumed run skips the others)."""
+    return {row: [(dataset, page_id) for dataset in datasets for page_id in dataset.ids
+                  if (dataset.name, page_id, row) not in done]
+            for row in rows}
+
+
+def rows_per_page(work: dict[str, list[WorkItem]]) -> dict[tuple[str, str], int]:
+    """How many rows still need each page (PreparedPages drops a page after the last)."""
+    needed: dict[tuple[str, str], int] = {}
+    for items in work.values():
+        for dataset, page_id in items:
+            key = (dataset.name, page_id)
+            needed[key] = needed.get(key, 0) + 1
+    return needed
+
+
+class RunExecution:
+    """One execution of a run's remaining work: every row works through its pages in
+    lanes of its own (`concurrency`, or `workers` in process), so a slow or dead
+    service never holds up the others; pages are prepared once and shared through
+    PreparedPages while rows still need them; each result is scored and stored as it
+    comes. The first failure stops every lane: the run is then "failed", unless it was
+    cancelled."""
+
+    def __init__(self, store: Store, run_id: str, spec: RunSpec, extractor: Extractor | None,
+                 progress: ProgressFn | None, timings: RunTimings | None) -> None:
+        self.store, self.run_id, self.spec = store, run_id, spec
+        self.extractor, self.progress, self.timings = extractor, progress, timings
+        self.predicted = {name: read_predictions(Path(path))
+                          for name, path in spec.predictions.items()}
+        self.scoring = ScoringThread(spec.scoring_time_limit_s)
+        self.failures: list[BaseException] = []
+        self.warned: set[tuple[str, str]] = set()
+        self.cancel_checked = time.monotonic()
+
+    async def execute(self, work: dict[str, list[WorkItem]]) -> None:
+        """Every row's lanes to the end; the first failure (a cancel included) stops them
+        all and is raised."""
+        pages = PreparedPages(self.load_page, rows_per_page(work))
+        lanes = self.spec.workers if self.spec.backend == "embedded" else self.spec.concurrency
+        tasks = []
+        for row, items in work.items():
+            queue = iter(items)  # shared by the row's lanes: each item is taken once
+            tasks += [asyncio.create_task(self.lane(row, queue, pages)) for _ in range(lanes)]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            self.scoring.close()
+        if self.failures:
+            failure = self.failures[0]
+            if not isinstance(failure, RunCancelledError):
+                self.store.set_status(self.run_id, "failed",
+                                      f"{type(failure).__name__}: {failure}")
+            raise failure
+
+    async def lane(self, row: str, queue: Iterator[WorkItem], pages: PreparedPages) -> None:
+        for dataset, page_id in queue:
+            if self.failures:
+                return
+            try:
+                self.check_cancelled()
+                page, prepared = await pages.get(dataset, page_id)
+                self.warn_once(dataset, page_id, prepared)
+                self.record(await self.result(dataset, page, prepared, row))
+            except Exception as exc:
+                self.failures.append(exc)
+                return
+            finally:
+                pages.release(dataset.name, page_id)
+
+    def check_cancelled(self) -> None:
+        """RunCancelledError once the run's status in the store is "cancelled" (looked
+        up every CANCEL_CHECK_INTERVAL_S)."""
+        now = time.monotonic()
+        if now - self.cancel_checked >= CANCEL_CHECK_INTERVAL_S:
+            self.cancel_checked = now
+            if self.store.status(self.run_id) == "cancelled":
+                raise RunCancelledError(f"run {self.run_id} was cancelled")
+
+    async def load_page(self, dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
+        """A page read and prepared in the scoring thread; past the time limit, a stand-in
+        that every row records as an unscored error."""
+        def load() -> tuple[Page, _Prepared]:
+            started = time.perf_counter()
+            page = dataset.page(page_id)
+            prepared = _prepare(page)
+            self.add_time("prepare", started)
+            return page, prepared
+
+        try:
+            loaded: tuple[Page, _Prepared] = await self.scoring.run(load)
+        except TimeoutError:
+            return (Page(dataset.name, page_id, b"", ""),
+                    _Prepared(None, None, _scoring_too_slow(self.spec.scoring_time_limit_s),
+                              unscored=True))
+        return loaded
+
+    def warn_once(self, dataset: Dataset, page_id: str, prepared: _Prepared) -> None:
+        """The run's warnings name a skipped or doubtful page once, not once per row."""
+        if (prepared.reason is None and not prepared.notes) \
+                or (dataset.name, page_id) in self.warned:
+            return
+        self.warned.add((dataset.name, page_id))
+        reasons = [prepared.reason] if prepared.reason else list(prepared.notes)
+        self.store.add_warnings(self.run_id, [f"{dataset.name}/{page_id}: {reason}"
+                                              for reason in reasons])
+
+    def service_options(self, dataset: Dataset, page: Page, row: str
+                        ) -> dict[str, Any] | str:
+        """The options a row's request carries for this page, or why the page is skipped
+        for it: a service that needs more than the HTML gets it from its registry entry's
+        input hook (rss: the page's feed)."""
+        try:
+            return {**self.spec.options.get(row, {}), **page_options(row, page, dataset)}
+        except MissingInputError as missing:
+            return str(missing)
+
+    async def outcome(self, row: str, html: str, dataset: Dataset, page: Page,
+                      options: dict[str, Any]) -> Outcome:
+        """The row's extract of the page: from its prediction file, or its service."""
+        if row in self.predicted:
+            text = lookup(self.predicted[row], dataset.name, page.id)
+            return Outcome(error=MISSING) if text is None else Outcome(text)
+        if self.extractor is None:
+            raise RuntimeError("execute_run needs an extractor for live services")
+        return await self.extractor.extract(row, html, options)
+
+    async def result(self, dataset: Dataset, page: Page, prepared: _Prepared,
+                     row: str) -> PageResult:
+        """One row's result for one page: skipped, an error (scored as empty output where
+        the page could be scored) or its scored extract."""
+        base = {"run_id": self.run_id, "dataset": dataset.name, "page_id": page.id,
+                "service": row}
+        if prepared.unscored:
+            return PageResult(**base, status="error", error=prepared.reason)
+        if prepared.reason is not None or prepared.ref is None or prepared.html is None:
+            return PageResult(**base, status="skipped", error=prepared.reason)
+        options = self.service_options(dataset, page, row)
+        if isinstance(options, str):
+            return PageResult(**base, status="skipped", error=options)
+        outcome = await self.outcome(row, prepared.html, dataset, page, options)
+        if self.timings is not None:
+            self.timings.add_outcome(outcome)
+        ref = prepared.ref
+        if outcome.error is not None:
+            scores = await self.scored(ref, lambda: score_empty(ref))
+            return PageResult(**base, status="error", error=outcome.error, scores=scores)
+        scores = await self.scored(ref, lambda: score_extraction(ref, outcome.text,
+                                                                 outcome.blocks))
+        if scores is None:
+            return PageResult(**base, status="error", elapsed_ms=outcome.extract_ms,
+                              text=outcome.text,
+                              error=_scoring_too_slow(self.spec.scoring_time_limit_s))
+        # The service's own figure (its processing, not the queue or the network), so
+        # algorithms compare alike over HTTP and in-process; the round trip otherwise.
+        elapsed = outcome.extract_ms if outcome.extract_ms is not None else outcome.elapsed_ms
+        return PageResult(**base, status="ok", elapsed_ms=elapsed, text=outcome.text,
+                          scores=scores)
+
+    async def scored(self, ref: PageReference, score: Callable[[], PageScores]
+                     ) -> PageScores | None:
+        """Score a page of few tokens right here, a larger one in the scoring thread;
+        None past the time limit."""
+        def timed() -> PageScores:
+            started = time.perf_counter()
+            scores = score()
+            self.add_time("score", started)
+            return scores
+
+        if len(ref.page_tokens) <= INLINE_SCORING_TOKENS \
+                and len(ref.gold_tokens) <= INLINE_SCORING_GOLD_TOKENS:
+            return timed()
+        try:
+            scores: PageScores = await self.scoring.run(timed)
+        except TimeoutError:
+            return None
+        return scores
+
+    def record(self, result: PageResult) -> None:
+        """Store one result (its own transaction) and report it."""
+        started = time.perf_counter()
+        self.store.add_result(result)
+        self.add_time("store", started)
+        if self.progress is not None:
+            self.progress(result)
+
+    def add_time(self, phase: str, started: float) -> None:
+        if self.timings is not None:
+            self.timings.add(phase, time.perf_counter() - started)
+
+
+def _start_run(store: Store, run_id: str, urls: dict[str, str] | None) -> RunSpec:
+    """The run's spec (with `urls` over the stored ones), its status set to running;
+    RunCancelledError for a cancelled run."""
+    spec = RunSpec.model_validate(store.spec(run_id))
+    if urls:
+        spec = spec.model_copy(update={"urls": {**spec.urls, **urls}})
+    if store.status(run_id) == "cancelled":
+        raise RunCancelledError(f"run {run_id} was cancelled")
+    store.set_status(run_id, "running")
+    return spec
+
+
 async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = None,
                       urls: dict[str, str] | None = None,
                       extractor: Extractor | None = None,
@@ -557,213 +842,30 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
     """Run (or resume) a recorded run to the end; returns all its page results.
 
     `urls` replaces the stored service URLs (a resumed run of a stack that is gone).
+    `extractor` replaces the one the spec's backend makes (it is started, not closed).
     `timings`, when given, is filled with where the time went (RunTimings).
     The run ends "finished" even when services fail; "failed" only when the test set
     itself cannot be read.
     """
-    spec = RunSpec.model_validate(store.spec(run_id))
-    if urls:
-        spec = spec.model_copy(update={"urls": {**spec.urls, **urls}})
-    if store.status(run_id) == "cancelled":
-        raise RunCancelledError(f"run {run_id} was cancelled")
-    store.set_status(run_id, "running")
+    spec = _start_run(store, run_id, urls)
     try:
         datasets = [open_source(source, store, run_id) for source in spec.datasets]
     except Exception as exc:
         store.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}")
         raise
-    done = store.done_keys(run_id)
-    # Preparing and scoring are pure Python: under the GIL a second thread would not
-    # run them any sooner, only make them and the event loop take turns more often.
-    # A thread stuck past the time limit is left to finish alone (module docstring).
-    threads = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="boilerbench-score")]
-    limit = spec.scoring_time_limit_s
-    # While that thread runs, each blocking call of the event loop (a socket's send or
-    # recv, a SQLite commit) hands it the GIL, and the loop waits up to the switch
-    # interval (5 ms by default) to get it back, while the services run out of work.
-    sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S))
-    loop = asyncio.get_running_loop()
-    predicted = {name: read_predictions(Path(path)) for name, path in spec.predictions.items()}
+    work = remaining_work(datasets, spec.rows, store.done_keys(run_id))
     own_extractor = extractor is None and bool(spec.services)
     if own_extractor:
         extractor = make_extractor(spec)
-    if extractor is not None:
-        await extractor.start()
-    failures: list[BaseException] = []
-    warned: set[tuple[str, str]] = set()
-
-    def record(result: PageResult) -> None:
-        started = time.perf_counter()
-        store.add_result(result)
-        if timings is not None:
-            timings.add("store", time.perf_counter() - started)
-        if progress is not None:
-            progress(result)
-
-    def timed_score(score: Callable[[], PageScores]) -> PageScores:
-        started = time.perf_counter()
-        scores = score()
-        if timings is not None:
-            timings.add("score", time.perf_counter() - started)
-        return scores
-
-    async def in_thread(call: Callable[[], Any]) -> Any:
-        """`call` in the scoring thread, within the time limit counted from when it
-        starts (not its wait behind other pages); TimeoutError past it."""
-        while True:
-            thread = threads[0]
-            started: asyncio.Future[None] = loop.create_future()
-
-            def run(started: asyncio.Future[None] = started) -> Any:
-                loop.call_soon_threadsafe(_settle, started)
-                return call()
-
-            future = loop.run_in_executor(thread, run)
-            await asyncio.wait([started, future], return_when=asyncio.FIRST_COMPLETED)
-            if future.cancelled():  # queued in a thread that was given up: again
-                continue
-            try:
-                return await asyncio.wait_for(future, limit)
-            except TimeoutError:
-                if threads[0] is thread:
-                    threads[0] = ThreadPoolExecutor(max_workers=1,
-                                                    thread_name_prefix="boilerbench-score")
-                    thread.shutdown(wait=False, cancel_futures=True)
-                raise
-
-    async def scored(ref: PageReference, score: Callable[[], PageScores]) -> PageScores | None:
-        """Score a page of few tokens right here, a larger one in the worker thread;
-        None past the time limit."""
-        if len(ref.page_tokens) <= INLINE_SCORING_TOKENS \
-                and len(ref.gold_tokens) <= INLINE_SCORING_GOLD_TOKENS:
-            return timed_score(score)
+    execution = RunExecution(store, run_id, spec, extractor, progress, timings)
+    with SWITCH_INTERVAL.during_run():
         try:
-            scores: PageScores = await in_thread(functools.partial(timed_score, score))
-        except TimeoutError:
-            return None
-        return scores
-
-    cancel_checked = [time.monotonic()]
-
-    def check_cancelled() -> None:
-        now = time.monotonic()
-        if now - cancel_checked[0] >= CANCEL_CHECK_INTERVAL_S:
-            cancel_checked[0] = now
-            if store.status(run_id) == "cancelled":
-                raise RunCancelledError(f"run {run_id} was cancelled")
-
-    def load_and_prepare(dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
-        started = time.perf_counter()
-        page = dataset.page(page_id)
-        prepared = _prepare(page)
-        if timings is not None:
-            timings.add("prepare", time.perf_counter() - started)
-        return page, prepared
-
-    async def run_service(dataset: Dataset, page: Page, prepared: _Prepared,
-                          service: str) -> None:
-        base = {"run_id": run_id, "dataset": dataset.name, "page_id": page.id,
-                "service": service}
-        if prepared.unscored:
-            record(PageResult(**base, status="error", error=prepared.reason))
-            return
-        if prepared.reason is not None or prepared.ref is None or prepared.html is None:
-            record(PageResult(**base, status="skipped", error=prepared.reason))
-            return
-        try:  # what the service needs besides the HTML (rss: the page's feed)
-            options = {**spec.options.get(service, {}), **page_options(service, page, dataset)}
-        except MissingInputError as missing:
-            record(PageResult(**base, status="skipped", error=str(missing)))
-            return
-        if service in predicted:
-            text = lookup(predicted[service], dataset.name, page.id)
-            outcome = Outcome(error=MISSING) if text is None else Outcome(text)
-        elif extractor is None:
-            raise RuntimeError("execute_run needs an extractor for live services")
-        else:
-            outcome = await extractor.extract(service, prepared.html, options)
-        if timings is not None:
-            timings.add_outcome(outcome)
-        ref = prepared.ref
-        if outcome.error is not None:
-            scores = await scored(ref, lambda: score_empty(ref))
-            record(PageResult(**base, status="error", error=outcome.error, scores=scores))
-            return
-        scores = await scored(ref, lambda: score_extraction(ref, outcome.text, outcome.blocks))
-        if scores is None:
-            record(PageResult(**base, status="error", elapsed_ms=outcome.extract_ms,
-                              text=outcome.text, error=_scoring_too_slow(limit)))
-            return
-        # The service's own figure (its processing, not the queue or the network), so
-        # algorithms compare alike over HTTP and in-process; the round trip otherwise.
-        elapsed = outcome.extract_ms if outcome.extract_ms is not None else outcome.elapsed_ms
-        record(PageResult(**base, status="ok", elapsed_ms=elapsed,
-                          text=outcome.text, scores=scores))
-
-    # Each service works through the pages at its own pace (`concurrency` lanes each),
-    # so a slow or dead service never holds up the others; pages are prepared once
-    # and shared through PreparedPages while services still need them.
-    work = {service: [(dataset, page_id) for dataset in datasets for page_id in dataset.ids
-                      if (dataset.name, page_id, service) not in done]
-            for service in spec.rows}
-    pending_services: dict[tuple[str, str], int] = {}
-    for items in work.values():
-        for dataset, page_id in items:
-            key = (dataset.name, page_id)
-            pending_services[key] = pending_services.get(key, 0) + 1
-    async def load_in_worker(dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
-        try:
-            loaded: tuple[Page, _Prepared] = await in_thread(
-                functools.partial(load_and_prepare, dataset, page_id))
-        except TimeoutError:
-            return (Page(dataset.name, page_id, b"", ""),
-                    _Prepared(None, None, _scoring_too_slow(limit), unscored=True))
-        return loaded
-
-    pages = PreparedPages(load_in_worker, pending_services)
-
-    async def lane(service: str, queue: Iterator[tuple[Dataset, str]]) -> None:
-        for dataset, page_id in queue:
-            if failures:
-                return
-            try:
-                check_cancelled()
-                page, prepared = await pages.get(dataset, page_id)
-                if (prepared.reason is not None or prepared.notes) \
-                        and (dataset.name, page_id) not in warned:
-                    warned.add((dataset.name, page_id))
-                    reasons = [prepared.reason] if prepared.reason else list(prepared.notes)
-                    store.add_warnings(run_id, [f"{dataset.name}/{page_id}: {reason}"
-                                                for reason in reasons])
-                await run_service(dataset, page, prepared, service)
-            except Exception as exc:
-                failures.append(exc)
-                return
-            finally:
-                pages.release(dataset.name, page_id)
-
-    lanes_per_service = spec.workers if spec.backend == "embedded" else spec.concurrency
-    tasks = []
-    for service, items in work.items():
-        queue = iter(items)  # shared by the service's lanes: each item is taken once
-        tasks += [asyncio.create_task(lane(service, queue)) for _ in range(lanes_per_service)]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        with contextlib.suppress(BaseException):
-            await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    finally:
-        threads[0].shutdown(wait=False, cancel_futures=True)
-        if own_extractor and extractor is not None:
-            await extractor.aclose()
-    if failures:
-        if isinstance(failures[0], RunCancelledError):
-            raise failures[0]
-        store.set_status(run_id, "failed", f"{type(failures[0]).__name__}: {failures[0]}")
-        raise failures[0]
+            if extractor is not None:
+                await extractor.start()
+            await execution.execute(work)
+        finally:
+            if own_extractor and extractor is not None:
+                await extractor.aclose()
     results = store.results(run_id)
     await asyncio.to_thread(write_run_outputs, store, run_id, Path(spec.output_folder), results)
     store.set_status(run_id, "finished")

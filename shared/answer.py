@@ -12,23 +12,31 @@ with no str or Block ever copied between the two processes.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from shared.contract import Algorithm, Block, ExtractRequest, PageError
+from shared.contract import Algorithm, Block, ErrorReply, ExtractRequest, PageError
 from shared.decoding import NotHTMLError, check_html, decode_html
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 
 class ServiceError(Exception):
-    """An error reply: HTTP status, short code, human-readable detail."""
+    """An error reply: HTTP status, short code, human-readable detail, and the headers
+    the status needs (Allow of a 405, Retry-After of a 429, ...)."""
 
-    def __init__(self, status: int, error: str, detail: str) -> None:
+    def __init__(self, status: int, error: str, detail: str,
+                 headers: Mapping[str, str] | None = None) -> None:
         super().__init__(detail)
         self.status, self.error, self.detail = status, error, detail
+        self.headers: dict[str, str] = dict(headers or {})
+
+    def body(self) -> bytes:
+        """The reply's body: the contract's ErrorReply as JSON."""
+        return ErrorReply(error=self.error, detail=self.detail).model_dump_json().encode()
 
 
 def validation_message(exc: ValidationError) -> str:

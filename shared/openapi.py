@@ -3,7 +3,9 @@
 The /extract and POST /runs routes read their bodies themselves (raw bytes for
 speed, JSON or multipart), so FastAPI cannot infer a request schema from their
 signatures: `document_bodies` writes each route's request body into the schema
-from the pydantic models that validate it. FastAPI's own /docs and /redoc load
+from the pydantic models that validate it. The services' POST /extract is not a
+route at all (it is answered on the raw ASGI interface, shared/service.py), so its
+whole operation is written in the same way (RawOperation). FastAPI's own /docs and /redoc load
 their scripts from a CDN and stay blank without internet; `install_offline_docs`
 replaces them with one page rendered here from the same OpenAPI document, with
 no script and no external asset.
@@ -12,6 +14,7 @@ no script and no external asset.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
@@ -40,9 +43,31 @@ def _schema(body: BodySchema, components: dict[str, Any]) -> dict[str, Any]:
     return {"$ref": REF_TEMPLATE.format(model=body.__name__)}
 
 
+@dataclass(frozen=True)
+class RawOperation:
+    """An operation served outside FastAPI's router, which FastAPI cannot list: what
+    the document says of it besides its request body (which `bodies` gives)."""
+
+    summary: str
+    description: str
+    replies: dict[int, tuple[str, BodySchema]] = field(default_factory=dict)
+    """JSON replies by status: (description, schema)."""
+
+    def document(self, path: str, method: str, components: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "description": self.description,
+            "operationId": f"{path.strip('/').replace('/', '_')}_{method}",
+            "responses": {str(status): {"description": description, "content": {
+                "application/json": {"schema": _schema(body, components)}}}
+                for status, (description, body) in self.replies.items()},
+        }
+
+
 def document_bodies(app: FastAPI, bodies: dict[tuple[str, str], dict[str, BodySchema]],
-                    ) -> None:
-    """Put each (path, method)'s request body, by media type, into the app's schema."""
+                    raw: dict[tuple[str, str], RawOperation] | None = None) -> None:
+    """Put each (path, method)'s request body, by media type, into the app's schema;
+    `raw` adds the operations the router does not serve, ahead of the routes'."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -50,6 +75,10 @@ def document_bodies(app: FastAPI, bodies: dict[tuple[str, str], dict[str, BodySc
             return app.openapi_schema
         document = generate()
         components = document.setdefault("components", {}).setdefault("schemas", {})
+        served: dict[str, dict[str, Any]] = {}
+        for (path, method), operation in (raw or {}).items():
+            served.setdefault(path, {})[method] = operation.document(path, method, components)
+        document["paths"] = {**served, **document.get("paths", {})}
         for (path, method), content in bodies.items():
             operation = document["paths"][path][method]
             operation["requestBody"] = {

@@ -7,10 +7,13 @@ errors with the statuses of the contract, a body size limit, a per-request time
 limit enforced by killing the worker process (see shared/workers.py), an optional
 bearer token and settings from the environment (shared/settings.py).
 
-POST /extract is answered on the raw ASGI interface (ServiceApp.__call__): the
-framework's middleware, routing and Request objects cost ~0.25 ms a request, a
-tenth of what a fast extractor spends on a page. The FastAPI route stays for the
-OpenAPI schema and other methods (405), and runs the same `extract_reply`.
+/extract is answered on the raw ASGI interface (ServiceApp, ExtractEndpoint), not by a
+FastAPI route: the framework's middleware, routing and Request objects would cost each
+request a share of what a fast extractor spends on a whole page. It is the one path
+for /extract: POST is extracted, every other method gets a JSON 405, and the OpenAPI
+document describes it as a route's (shared/openapi.py). The bearer token is checked
+on the same interface, before any route, for the services and the orchestrator's API
+alike (TokenGuardedApp).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import contextlib
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -31,8 +34,14 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.answer import ServiceError, body_form, finish_reply
-from shared.contract import Algorithm
-from shared.openapi import HTML_BODY, document_bodies, extract_body_schema, install_offline_docs
+from shared.contract import Algorithm, ErrorReply, ExtractReply
+from shared.openapi import (
+    HTML_BODY,
+    RawOperation,
+    document_bodies,
+    extract_body_schema,
+    install_offline_docs,
+)
 from shared.settings import ServiceSettings
 from shared.workers import ExtractionFailedError, ExtractionTimeoutError, PoolBusyError, WorkerPool
 
@@ -48,32 +57,31 @@ def json_response(content: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(content), status_code=status, media_type="application/json")
 
 
-def error_response(status: int, error: str, detail: str) -> Response:
-    return json_response({"error": error, "detail": detail}, status)
+def error_response(exc: ServiceError) -> Response:
+    """A ServiceError as the contract's ErrorReply, with the headers it carries."""
+    return Response(exc.body(), status_code=exc.status, headers=exc.headers,
+                    media_type="application/json")
+
+
+# A 413 leaves the rest of the body unread: the connection ends after the reply.
+_CLOSE = {"connection": "close"}
 
 
 async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
     """A request body from its chunks, refused with 413 as soon as it passes `limit`
     bytes (at once when the declared Content-Length already does)."""
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ServiceError(413, "too_large", f"the body is {declared} bytes; the limit is {limit}")
+        raise ServiceError(413, "too_large", f"the body is {declared} bytes; the limit is {limit}",
+                           _CLOSE)
     parts: list[bytes] = []
     size = 0
     async for chunk in chunks:
         size += len(chunk)
         if size > limit:
-            raise ServiceError(413, "too_large", f"the body passes the limit of {limit} bytes")
+            raise ServiceError(413, "too_large", f"the body passes the limit of {limit} bytes",
+                               _CLOSE)
         parts.append(chunk)
     return b"".join(parts)
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it passes `limit` bytes."""
-    return await read_limited(request.stream(), request.headers.get("content-length"), limit)
-
-
-def check_token(request: Request, token: str | None) -> None:
-    check_authorization(request.headers.get("authorization", ""), token)
 
 
 def check_authorization(given: str, token: str | None) -> None:
@@ -85,7 +93,8 @@ def check_authorization(given: str, token: str | None) -> None:
     scheme, _, credentials = given.strip().partition(" ")
     if not (scheme.lower() == "bearer"
             and hmac.compare_digest(credentials.strip().encode(), token.encode())):
-        raise ServiceError(401, "unauthorized", "a valid bearer token is required")
+        raise ServiceError(401, "unauthorized", "a valid bearer token is required",
+                           {"www-authenticate": "Bearer"})
 
 
 # Answered without the token: the health check of containers and load balancers.
@@ -107,59 +116,155 @@ async def asgi_body_chunks(receive: Receive) -> AsyncIterator[bytes]:
             return
 
 
+def header(scope: Scope, name: bytes) -> str:
+    """A request header's value on the raw ASGI interface ("" if absent)."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return ""
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Every error as JSON `{"error", "detail"}`, including the framework's own 404/405."""
+    """Every error as the contract's ErrorReply, including the framework's own 404/405."""
 
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, exc: ServiceError) -> Response:
-        response = error_response(exc.status, exc.error, exc.detail)
-        if exc.status == 413:  # the rest of the body is not read: end the connection
-            response.headers["connection"] = "close"
-        return response
+        return error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return error_response(exc.status_code, code, str(exc.detail))
+        return error_response(ServiceError(exc.status_code, code, str(exc.detail), exc.headers))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> Response:
-        return error_response(422, "invalid_request", str(exc.errors()))
+        return error_response(ServiceError(422, "invalid_request", str(exc.errors())))
 
 
-async def send_json(send: Send, status: int, body: bytes, close: bool = False) -> None:
-    """A whole JSON reply on the raw ASGI interface (`close`: end the connection after)."""
-    headers = [(b"content-type", b"application/json"),
-               (b"content-length", str(len(body)).encode())]
-    if close:
-        headers.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+async def send_reply(send: Send, status: int, body: bytes,
+                     headers: Iterable[tuple[str, str]] = ()) -> None:
+    """A whole JSON reply on the raw ASGI interface."""
+    raw = [(b"content-type", b"application/json"),
+           (b"content-length", str(len(body)).encode()),
+           *((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers)]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
 
 
-class ServiceApp(FastAPI):
-    """FastAPI, with POST /extract answered on the raw ASGI interface (module docstring),
-    and the bearer token (if set) asked for every path but OPEN_PATHS, the schema and
-    its pages (/docs, /openapi.json, /redoc) included."""
+async def send_error(send: Send, exc: ServiceError) -> None:
+    await send_reply(send, exc.status, exc.body(), exc.headers.items())
 
-    fast_extract: Callable[[Scope, Receive, Send], Awaitable[None]] | None = None
+
+class TokenGuardedApp(FastAPI):
+    """FastAPI with the bearer token (if set) asked on the raw ASGI interface for every
+    path but OPEN_PATHS, the schema and its pages (/docs, /openapi.json) included,
+    before any route, middleware or body is touched."""
+
     token: str | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            if self.token is not None and scope["path"] not in OPEN_PATHS:
-                given = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
-                try:
-                    check_authorization(given, self.token)
-                except ServiceError as exc:
-                    await send_json(send, exc.status, orjson.dumps(
-                        {"error": exc.error, "detail": exc.detail}))
-                    return
-            if (self.fast_extract is not None and scope["method"] == "POST"
-                    and scope["path"] == "/extract"):
-                await self.fast_extract(scope, receive, send)
+        if scope["type"] == "http" and self.token is not None \
+                and scope["path"] not in OPEN_PATHS:
+            try:
+                check_authorization(header(scope, b"authorization"), self.token)
+            except ServiceError as exc:
+                await send_error(send, exc)
                 return
+        await self.dispatch(scope, receive, send)
+
+    async def dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The request, once authorised: FastAPI's routes."""
         await super().__call__(scope, receive, send)
+
+
+class ServiceApp(TokenGuardedApp):
+    """A service: /extract answered by its ExtractEndpoint (module docstring), the other
+    paths by FastAPI's routes."""
+
+    extract_endpoint: ExtractEndpoint | None = None
+
+    async def dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.extract_endpoint is not None and scope["type"] == "http" \
+                and scope["path"] == "/extract":
+            await self.extract_endpoint(scope, receive, send)
+            return
+        await super().dispatch(scope, receive, send)
+
+
+EXTRACT_OPERATION = RawOperation(
+    summary="Extract the main content of a page",
+    description="The page as a JSON body ({html, url, options}) or as the raw HTML "
+                "(text/html, with `url` and the options in the query string). The reply "
+                "gives the content text and every block of the page, content or not.",
+    replies={200: ("The page's content text and blocks.", ExtractReply),
+             **{status: (description, ErrorReply) for status, description in (
+                 (400, "Empty or malformed body, or not HTML."),
+                 (401, "A bearer token is set and the request has not got it."),
+                 (405, "Any other method than POST."),
+                 (413, "The body passes the size limit."),
+                 (415, "Neither application/json nor text/html."),
+                 (422, "Invalid request or options, or the algorithm refused the page."),
+                 (503, "The workers are starting, or all are busy."),
+                 (504, "The extraction passed the time limit."))}},
+)
+
+
+class ExtractEndpoint:
+    """/extract on the raw ASGI interface: the body read within the size limit, handed
+    to a worker as bytes (shared/answer.py parses and answers it there), the worker's
+    reply passed on with the service's elapsed time."""
+
+    def __init__(self, pool: WorkerPool, settings: ServiceSettings) -> None:
+        self.pool, self.settings = pool, settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        try:
+            if scope["method"] != "POST":
+                raise ServiceError(405, "method_not_allowed", "Method Not Allowed",
+                                   {"allow": "POST"})
+            declared = header(scope, b"content-length")
+            body = await read_limited(asgi_body_chunks(receive), declared or None,
+                                      self.settings.max_body_bytes)
+            query = dict(parse_qsl(scope["query_string"].decode("latin-1"),
+                                   keep_blank_values=True))
+            reply = await self.reply(body, header(scope, b"content-type"), query, started)
+        except ClientGoneError:
+            return
+        except ServiceError as exc:
+            await send_error(send, exc)
+            return
+        except Exception as exc:  # a bug here must still answer in the contract's form
+            log.exception("/extract failed")
+            await send_error(send, ServiceError(500, "internal_error", type(exc).__name__))
+            return
+        await send_reply(send, 200, reply)
+
+    async def reply(self, body: bytes, content_type: str, query: dict[str, str],
+                    started: float) -> bytes:
+        """The 200 reply's body for one /extract request, or a ServiceError. The worker
+        parses, decodes and answers the request (shared/answer.py); this process only
+        passes bytes on."""
+        body_form(body, content_type)  # 415 or an empty body: refused without a worker
+        if not self.pool.ready:
+            raise ServiceError(503, "not_ready", "the extraction workers are starting")
+        settings = self.settings
+        try:
+            result = await self.pool.run(body, content_type, query, settings.time_limit_s,
+                                         settings.queue_wait_s)
+        except ExtractionTimeoutError as exc:
+            raise ServiceError(504, "timeout", str(exc)) from None
+        except PoolBusyError as exc:
+            raise ServiceError(503, "busy", str(exc)) from None
+        except ExtractionFailedError as exc:
+            raise ServiceError(422, "extraction_failed", str(exc)) from None
+        # The time this request took the service, less any wait for a free worker, so
+        # the figure describes the algorithm and not how busy the service was.
+        spent_ms = (time.perf_counter() - started) * 1000 - result.wait_ms
+        if len(result.partial_reply) > settings.max_reply_bytes:
+            raise ServiceError(422, "reply_too_large",
+                               f"the reply passes the limit of {settings.max_reply_bytes} bytes")
+        return finish_reply(result.partial_reply, spent_ms)
 
 
 def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = None) -> FastAPI:
@@ -191,11 +296,12 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
     )
     document_bodies(app, {("/extract", "post"): {
         "application/json": extract_body_schema(algorithm.options_model),
-        "text/html": HTML_BODY}})
+        "text/html": HTML_BODY}}, raw={("/extract", "post"): EXTRACT_OPERATION})
     install_offline_docs(app)
     app.state.pool = pool
     app.state.settings = settings
     app.token = settings.token
+    app.extract_endpoint = ExtractEndpoint(pool, settings)
     install_error_handlers(app)
 
     @app.get("/health")
@@ -203,72 +309,14 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
         if pool.ready:
             if pool.alive():
                 return json_response({"status": "ok"})
-            return error_response(503, "not_ready", "every extraction worker died; "
-                                                    "replacements are starting")
+            raise ServiceError(503, "not_ready", "every extraction worker died; "
+                                                 "replacements are starting")
         if pool.start_error:
-            return error_response(503, "not_ready", f"workers failed: {pool.start_error}")
-        return error_response(503, "not_ready", "the extraction workers are starting")
+            raise ServiceError(503, "not_ready", f"workers failed: {pool.start_error}")
+        raise ServiceError(503, "not_ready", "the extraction workers are starting")
 
     @app.get("/info")
     async def get_info() -> Response:
         return json_response(info)
 
-    async def extract_reply(body: bytes, content_type: str, query: dict[str, str],
-                             started: float) -> bytes:
-        """The 200 reply's body for one /extract request, or a ServiceError. The worker
-        parses, decodes and answers the request (shared/answer.py); this process only
-        passes bytes on."""
-        body_form(body, content_type)  # 415 or an empty body: refused without a worker
-        if not pool.ready:
-            raise ServiceError(503, "not_ready", "the extraction workers are starting")
-        try:
-            result = await pool.run(body, content_type, query, settings.time_limit_s,
-                                    settings.queue_wait_s)
-        except ExtractionTimeoutError as exc:
-            raise ServiceError(504, "timeout", str(exc)) from None
-        except PoolBusyError as exc:
-            raise ServiceError(503, "busy", str(exc)) from None
-        except ExtractionFailedError as exc:
-            raise ServiceError(422, "extraction_failed", str(exc)) from None
-        # The time this request took the service, less any wait for a free worker, so
-        # the figure describes the algorithm and not how busy the service was.
-        spent_ms = (time.perf_counter() - started) * 1000 - result.wait_ms
-        if len(result.partial_reply) > settings.max_reply_bytes:
-            raise ServiceError(422, "reply_too_large",
-                               f"the reply passes the limit of {settings.max_reply_bytes} bytes")
-        return finish_reply(result.partial_reply, spent_ms)
-
-    @app.post("/extract")
-    async def extract(request: Request) -> Response:
-        started = time.perf_counter()
-        body = await read_body(request, settings.max_body_bytes)
-        reply = await extract_reply(body, request.headers.get("content-type", ""),
-                                     dict(request.query_params), started)
-        return Response(reply, media_type="application/json")
-
-    async def fast_extract(scope: Scope, receive: Receive, send: Send) -> None:
-        started = time.perf_counter()
-        headers: dict[bytes, bytes] = dict(scope["headers"])
-        status = 200
-        try:
-            declared = headers.get(b"content-length")
-            body = await read_limited(asgi_body_chunks(receive),
-                                      declared.decode("latin-1") if declared else None,
-                                      settings.max_body_bytes)
-            query = dict(parse_qsl(scope["query_string"].decode("latin-1"),
-                                   keep_blank_values=True))
-            reply = await extract_reply(
-                body, headers.get(b"content-type", b"").decode("latin-1"), query, started)
-        except ClientGoneError:
-            return
-        except ServiceError as exc:
-            status, reply = exc.status, orjson.dumps({"error": exc.error, "detail": exc.detail})
-        except Exception as exc:  # a bug here must still answer in the contract's form
-            log.exception("/extract failed")
-            status = 500
-            reply = orjson.dumps({"error": "internal_error", "detail": f"{type(exc).__name__}"})
-        # A 413 leaves the rest of the body unread: the connection ends after it.
-        await send_json(send, status, reply, close=status == 413)
-
-    app.fast_extract = fast_extract
     return app

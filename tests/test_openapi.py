@@ -34,6 +34,15 @@ def test_extract_body_is_typed_with_the_algorithms_options() -> None:
     options = _resolve(document, body["properties"]["options"]["$ref"])  # type: ignore[index]
     assert "language" in options["properties"]  # type: ignore[operator]
     assert content["text/html"]["schema"]["type"] == "string"
+    # /extract is answered outside the router; the document still describes its replies.
+    assert not [route for route in client.app.routes  # type: ignore[attr-defined]
+                if getattr(route, "path", None) == "/extract"]
+    replies = document["paths"]["/extract"]["post"]["responses"]
+    reply = _resolve(document, replies["200"]["content"]["application/json"]["schema"]["$ref"])
+    assert {"algorithm", "text", "blocks", "elapsed_ms"} <= set(reply["required"])  # type: ignore[arg-type]
+    for status in ("401", "405", "413", "415", "422", "503", "504"):
+        error = replies[status]["content"]["application/json"]["schema"]["$ref"]
+        assert error.endswith("/ErrorReply")
     docs = client.get("/docs")
     assert docs.status_code == 200
     _assert_offline(docs.text)

@@ -42,6 +42,7 @@ from orchestrator.datasets import in_memory
 from orchestrator.models import PageResult, RunInfo
 from orchestrator.report import write_outputs
 from orchestrator.runner import (
+    GIL_SWITCH_INTERVAL_S,
     Outcome,
     RunCancelledError,
     RunSpec,
@@ -144,6 +145,61 @@ def test_a_run_cancelled_in_the_store_stops_and_is_not_resumed(tmp_path: Path) -
     assert store.counts(run_id)["done"] < 40
     assert run_id not in {info.id for info in store.unfinished_runs()}
     store.close()
+
+
+class BrokenExtractor(InstantExtractor):
+    """An extractor double with a bug: every call raises."""
+
+    async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome:
+        raise RuntimeError("the extractor broke")
+
+
+def test_a_run_lowers_the_switch_interval_and_restores_it_however_it_ends(
+        tmp_path: Path) -> None:
+    """The GIL switch interval is lowered while runs execute and is the caller's again
+    after the last one ends: finished, failed, or its task cancelled (as DELETE /runs
+    does) while another run still goes on."""
+    store = Store(tmp_path / "store.sqlite")
+
+    def new_run(pages: int) -> str:
+        spec = RunSpec(datasets=[], services=["justext"], concurrency=1,
+                       output_folder=str(tmp_path / "out"))
+        return create_run(store, spec, memory=[in_memory("set", _pages(pages))])
+
+    async def overlapping() -> float:
+        first, second = new_run(10), new_run(10)
+        cancelled = asyncio.create_task(
+            execute_run(store, first, extractor=InstantExtractor(0.05)))
+        going_on = asyncio.create_task(
+            execute_run(store, second, extractor=InstantExtractor(0.05)))
+        while store.counts(second)["done"] < 1:
+            await asyncio.sleep(0.02)
+        cancelled.cancel()
+        await asyncio.gather(cancelled, return_exceptions=True)
+        during = sys.getswitchinterval()
+        await going_on
+        return during
+
+    before = 0.004
+    sys.setswitchinterval(before)
+    try:
+        seen: list[float] = []
+        asyncio.run(execute_run(store, new_run(5), extractor=InstantExtractor(),
+                                progress=lambda _: seen.append(sys.getswitchinterval())))
+        assert seen == [pytest.approx(GIL_SWITCH_INTERVAL_S)] * 5
+        assert sys.getswitchinterval() == pytest.approx(before)
+
+        failed = new_run(3)
+        with pytest.raises(RuntimeError, match="the extractor broke"):
+            asyncio.run(execute_run(store, failed, extractor=BrokenExtractor()))
+        assert store.status(failed) == "failed"
+        assert sys.getswitchinterval() == pytest.approx(before)
+
+        assert asyncio.run(overlapping()) == pytest.approx(GIL_SWITCH_INTERVAL_S)
+        assert sys.getswitchinterval() == pytest.approx(before)
+    finally:
+        sys.setswitchinterval(0.005)
+        store.close()
 
 
 def test_runs_cancel_command(tmp_path: Path) -> None:

@@ -85,10 +85,14 @@ def _in_process(app: FastAPI, calls: list[tuple[str, str, dict[str, Any]]]
 @pytest.mark.parametrize("name", sorted(SERVICES))
 def test_service_body_limit_on_every_body_endpoint(name: str) -> None:
     app = create_service_app(SERVICES[name].algorithm(), ServiceSettings(max_body_bytes=LIMIT))
-    body_routes = sorted(
-        (method, route.path) for route in app.routes if isinstance(route, APIRoute)
-        for method in route.methods or () if method in {"POST", "PUT", "PATCH"}
-    )
+    # Every route that may take a body, and every operation the schema documents with
+    # one (POST /extract is served outside the router).
+    body_routes = sorted({
+        *((method, route.path) for route in app.routes if isinstance(route, APIRoute)
+          for method in route.methods or () if method in {"POST", "PUT", "PATCH"}),
+        *((method.upper(), path) for path, operations in app.openapi()["paths"].items()
+          for method, operation in operations.items() if "requestBody" in operation),
+    })
     assert ("POST", "/extract") in body_routes
     over = b"<p>" + b"a" * LIMIT
     json_over = orjson.dumps({"html": "<p>" + "a" * LIMIT + "</p>"})
@@ -144,6 +148,25 @@ def test_service_token_on_every_endpoint_but_health(name: str,
     assert_error(replies[6], 503)  # authorised; the workers of this in-process app never start
     assert replies[7].status_code == 503  # /health answers without a token (not ready here)
     assert_error(replies[8], 401)
+
+
+def test_other_methods_on_extract_get_405_after_the_token() -> None:
+    """/extract takes POST only: the others get a JSON 405 naming it, without reading
+    a body, and only once the token is right."""
+    app = create_service_app(SERVICES["justext"].algorithm(), ServiceSettings(token="t0k"))
+    good = {"authorization": "Bearer t0k"}
+    replies = _in_process(app, [
+        ("GET", "/extract", {}),
+        ("GET", "/extract", {"headers": good}),
+        ("PUT", "/extract", {"content": PAGE.encode(), "headers": good}),
+        ("DELETE", "/extract", {"headers": good}),
+    ])
+    unauthorised = assert_error(replies[0], 401)
+    assert unauthorised.error == "unauthorized"
+    assert replies[0].headers["www-authenticate"] == "Bearer"
+    for reply in replies[1:]:
+        assert assert_error(reply, 405).error == "method_not_allowed"
+        assert reply.headers["allow"] == "POST"
 
 
 def test_chunked_body_over_the_limit_over_real_http() -> None:
