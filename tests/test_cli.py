@@ -24,6 +24,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
+from orchestrator.config import load_config, parse_config_text
 from orchestrator.launcher import (
     DEFAULT_PORT_BASE,
     LocalStack,
@@ -35,7 +36,7 @@ from orchestrator.store import Store
 from shared.registry import SERVICES
 from tests.servers import REPO, free_port, serve_http
 
-CLI = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
+CLI = [sys.executable, "-m", "orchestrator.cli"]
 COMMAND_MODULES = ["orchestrator.commands_run", "orchestrator.commands_services",
                    "orchestrator.commands_render", "orchestrator.commands_docker",
                    "orchestrator.commands_train", "orchestrator.kubernetes"]
@@ -85,6 +86,16 @@ def test_port_base_keeps_every_service_at_its_registry_offset() -> None:
     shifted = [service_port(name, 20001) for name in SERVICES]
     assert len(set(shifted)) == len(SERVICES)
     assert not set(shifted) & {e.port for e in SERVICES.values()}  # stacks do not overlap
+
+
+def test_the_configuration_points_at_a_port_base_stack() -> None:
+    values = parse_config_text("mode:http; port_base:9001; services:justext,bte;\n"
+                               "service.bte.url:http://10.0.0.5:8003;")
+    config = load_config(file_values=values)
+    assert config.service_urls == {"justext": "http://127.0.0.1:9001",
+                                   "bte": "http://10.0.0.5:8003"}  # a URL given wins
+    local = load_config(file_values={**values, "mode": "local"})
+    assert local.service_urls == {"bte": "http://10.0.0.5:8003"}  # local runs pick ports
 
 
 def test_a_taken_port_fails_before_anything_starts() -> None:
