@@ -379,6 +379,7 @@ def serve(
 
     overrides: dict[str, Any] = {"host": host, "port": port, "config": config_file}
     settings = ApiSettings(**{k: v for k, v in overrides.items() if v is not None})
+
     def listening(url: str) -> None:
         console.print(f"boilerbench API listening on {url} (Ctrl-C stops it)", highlight=False,
                       soft_wrap=True)
