@@ -1,11 +1,23 @@
 """The `boilerbench` command.
 
-Each group of commands lives in its own module; this file only assembles them.
+Each group of commands lives in its own module, which exports its own Typer app and
+imports nothing from here; this file only assembles them. The command modules import
+their heavy libraries (the docker SDK, aiohttp, the statistics) inside the commands
+that need them, so `boilerbench up` or `--help` loads none of them.
 """
 
 from __future__ import annotations
 
 import typer
+
+from orchestrator import (
+    commands_docker,
+    commands_render,
+    commands_run,
+    commands_services,
+    commands_train,
+    kubernetes,
+)
 
 app = typer.Typer(
     name="boilerbench",
@@ -14,19 +26,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Command modules register themselves on `app` (or add a sub-Typer) when imported.
-# Keep one import line per module here.
-from orchestrator import (  # noqa: E402
-    commands_render,  # noqa: F401
-    commands_run,  # noqa: F401
-    commands_services,  # noqa: F401
-    kubernetes,  # noqa: F401
-)
-from orchestrator.commands_docker import docker_app  # noqa: E402
-from orchestrator.commands_train import train_app  # noqa: E402
-
-app.add_typer(docker_app, name="docker")
-app.add_typer(train_app, name="train")
+# Unnamed: their commands are top-level ones (`boilerbench run`), listed in this order.
+for commands in (commands_render.app, commands_run.app, commands_services.app, kubernetes.app):
+    app.add_typer(commands)
+app.add_typer(commands_run.datasets_app, name="datasets")
+app.add_typer(commands_run.runs_app, name="runs")
+app.add_typer(commands_docker.app, name="docker")
+app.add_typer(commands_train.app, name="train")
 
 if __name__ == "__main__":
     app()

@@ -1,27 +1,24 @@
 """`boilerbench docker ps|swap`: look at and swap the containers of a running ensemble.
 
 The engine is the environment's (DOCKER_HOST, else the local socket) unless
-`--engine` names one; the work itself is in orchestrator/docker_ops.py.
+`--engine` names one; the work itself is in orchestrator/docker_ops.py, imported by
+each command (the docker SDK is loaded only when a `docker` command runs).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.docker_ops import (
-    DockerOpsError,
-    SwapResult,
-    connect,
-    list_algorithms,
-    swap_service,
-)
 from shared.registry import SERVICES
 
-docker_app = typer.Typer(
+if TYPE_CHECKING:
+    from orchestrator.docker_ops import SwapResult
+
+app = typer.Typer(
     help="The running ensemble's algorithm containers (Docker Engine, via the docker SDK).",
     no_args_is_help=True,
 )
@@ -34,7 +31,7 @@ Project = Annotated[str | None, typer.Option(
     help="Only containers of this compose project (default: every project).")]
 
 
-@docker_app.command("ps")
+@app.command("ps")
 def ps(
     engine: Engine = None,
     project: Project = None,
@@ -43,6 +40,8 @@ def ps(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each /info.")] = 2.0,
 ) -> None:
     """List the algorithm containers with image, status, health and /info version."""
+    from orchestrator.docker_ops import DockerOpsError, connect, list_algorithms
+
     try:
         rows = list_algorithms(connect(engine), project=project, token=token, timeout=timeout)
     except DockerOpsError as exc:
@@ -60,7 +59,7 @@ def ps(
     Console(width=200).print(table)
 
 
-@docker_app.command("swap")
+@app.command("swap")
 def swap(
     service: Annotated[str, typer.Argument(help="Service name, e.g. justext.")],
     image: Annotated[str, typer.Argument(help="The image to run instead, e.g. me/justext:dev.")],
@@ -76,6 +75,8 @@ def swap(
     The old container is removed only once the new one is healthy; a new container that
     never becomes healthy is removed and the old one keeps running.
     """
+    from orchestrator.docker_ops import DockerOpsError, connect, swap_service
+
     if service not in SERVICES:
         raise typer.BadParameter(f"unknown service {service!r}; known: {', '.join(SERVICES)}",
                                  param_hint="SERVICE")

@@ -10,10 +10,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.cli import app
 from shared.decoding import NotHTMLError, decode_html
 from shared.layout import BrowserUnavailableError, LayoutFailedError, layout
 
+app = typer.Typer()
 console = Console()
 
 

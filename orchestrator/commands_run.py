@@ -7,7 +7,9 @@ the results table. Where the services come from (see orchestrator/config.py):
   ports for this run and stops them at the end; services given `--url` are
   called there instead;
 - `--http`: calls running services (`--url name=URL`, the configuration's
-  `service.<name>.url`, else http://127.0.0.1:<registry port>);
+  `service.<name>.url`, else http://127.0.0.1:<registry port>, or the port `boilerbench
+  up --port-base N` gave it with `--port-base N`); a service on such an assumed port
+  is used only once its /info names it;
 - `--in-process` (`--embedded`): no HTTP; the extractors run in a pool of worker
   processes (`--workers`, default 2).
 
@@ -18,6 +20,9 @@ article-extraction benchmark's layout, orchestrator/predictions.py) as a row sco
 beside the services; `boilerbench score` scores such files alone, without
 extracting. Options are checked against each service's options model before
 anything starts (exit 2), and a run in which a service failed every page exits 1.
+
+The runner, the store and the statistics are imported inside the commands that use
+them, so the other commands (and `--help`) load neither aiohttp nor SciPy.
 """
 
 from __future__ import annotations
@@ -26,31 +31,24 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from orchestrator.cli import app
 from orchestrator.config import LEGACY_STORE, ConfigError, RunConfig, load_config
 from orchestrator.datasets import SCRAPINGHUB_URL, DatasetError, download_scrapinghub
-from orchestrator.launcher import LocalStack, StackError, free_port
-from orchestrator.models import PageResult
-from orchestrator.predictions import PredictionsError, prediction_rows
-from orchestrator.report import detail_rows, render_table
-from orchestrator.runner import (
-    RunCancelledError,
-    RunSpec,
-    create_run,
-    execute_run,
-    folder_source,
-    run_output_dir,
-)
+from orchestrator.launcher import LocalStack, StackError, check_service, free_port
+from orchestrator.models import RANK_KEYS
 from orchestrator.service_options import OptionsError, check_options
-from orchestrator.statistics import RANK_KEYS, ranked, summarize
-from orchestrator.store import UNFINISHED, Store, StoreError
+
+if TYPE_CHECKING:
+    from orchestrator.models import PageResult
+    from orchestrator.runner import RunSpec
+    from orchestrator.store import Store
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 console = Console(stderr=True)
@@ -58,11 +56,9 @@ out = Console()
 if not out.is_terminal:  # logs and pipes: keep the results table readable
     out = Console(width=200)
 
+app = typer.Typer()
 datasets_app = typer.Typer(help="Fetch public test sets.", no_args_is_help=True)
 runs_app = typer.Typer(help="Runs recorded in the store.", no_args_is_help=True)
-app.add_typer(datasets_app, name="datasets")
-app.add_typer(runs_app, name="runs")
-
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -103,6 +99,10 @@ def run(
     local: Annotated[bool, typer.Option(
         "--local", help="Start the services as local processes (default).")] = False,
     http: Annotated[bool, typer.Option("--http", help="Call running services.")] = False,
+    port_base: Annotated[int | None, typer.Option(
+        metavar="N", min=1, max=65535,
+        help="With --http: the services without --url run on the ports "
+             "`boilerbench up --port-base N` gave them (BOILERBENCH_PORT_BASE).")] = None,
     in_process: Annotated[bool, typer.Option(
         "--in-process", "--embedded", help="Run the extractors without HTTP.")] = False,
     concurrency: Annotated[int | None, typer.Option(help="Requests in flight per service.")
@@ -140,14 +140,19 @@ def run(
         "dataset": dataset or None, "services": services, "output_folder": output,
         "urls": urls or None, "options": options or None, "mode": mode,
         "concurrency": concurrency, "workers": workers, "timeout_s": timeout,
-        "retries": retries, "store": store,
+        "retries": retries, "store": store, "port_base": port_base,
     }
     config = _config(config_file, cli)
+    if port_base is not None and config.mode != "http":
+        raise typer.BadParameter("--port-base goes with --http (calling running services)")
     try:
         check_options(config.options)
     except OptionsError as exc:
         console.print(f"[red]invalid options: {exc}")
         raise typer.Exit(2) from None
+    from orchestrator.predictions import PredictionsError, prediction_rows
+    from orchestrator.runner import RunSpec
+
     rows: dict[str, str] = {}
     if predictions is not None and not resume:
         try:
@@ -164,6 +169,7 @@ def run(
                               + _store_hint(run_id, config))
                 raise typer.Exit(2)
             spec = RunSpec.model_validate(db.spec(run_id))
+            _check_assumed_services(spec, config)
         else:
             spec, run_id = _new_run(db, config, rows, rank_by)
         results = _execute(db, run_id, spec, config)
@@ -190,6 +196,8 @@ def score(
 ) -> None:
     """Score prediction files against a test set without extracting: the same figures,
     tables and reports as `run`, one row per file."""
+    from orchestrator.predictions import PredictionsError, prediction_rows
+
     _check_rank_by(rank_by)
     config = _config(config_file, {"dataset": dataset, "output_folder": output, "store": store})
     try:
@@ -209,6 +217,8 @@ def score(
 
 def _store_hint(run_id: str, config: RunConfig) -> str:
     """Where else the run is (stores that earlier versions kept in output folders)."""
+    from orchestrator.store import Store, StoreError
+
     for candidate in dict.fromkeys([config.output_folder / LEGACY_STORE,
                                     Path("results") / LEGACY_STORE]):
         if candidate.is_file() and candidate.resolve() != config.store_path.resolve():
@@ -231,6 +241,8 @@ def _check_rank_by(rank_by: str) -> None:
 
 def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = None,
              rank_by: str = "f1", services: list[str] | None = None) -> tuple[RunSpec, str]:
+    from orchestrator.runner import RunSpec, create_run, folder_source
+
     try:
         sets = config.dataset_folders()
     except ConfigError as exc:
@@ -242,11 +254,12 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
     spec = RunSpec(
         datasets=[], services=config.services if services is None else services,
         predictions=predictions or {}, rank_by=rank_by, options=config.options,
-        backend="embedded" if config.mode == "embedded" else "http", urls=config.urls,
+        backend="embedded" if config.mode == "embedded" else "http", urls=config.service_urls,
         local=local, concurrency=config.concurrency, workers=config.workers,
         timeout_s=config.timeout_s, retries=config.retries, backoff_s=config.backoff_s,
         service_token=config.service_token, output_folder=str(config.output_folder.resolve()),
     )
+    _check_assumed_services(spec, config)
     try:
         run_id = create_run(db, spec, [folder_source(*s) for s in sets])
     except (DatasetError, ValueError) as exc:  # PredictionsError is a ValueError
@@ -255,10 +268,33 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
     return RunSpec.model_validate(db.spec(run_id)), run_id
 
 
+def _local(spec: RunSpec, config: RunConfig) -> bool:
+    """Whether the run starts its services (those without a URL given) itself."""
+    return spec.local or config.mode == "local"
+
+
+def _check_assumed_services(spec: RunSpec, config: RunConfig) -> None:
+    """Before calling services over HTTP at addresses nobody gave (a registry port,
+    a --port-base port), make sure each is the service named there (its /info)."""
+    if spec.backend != "http" or _local(spec, config):
+        return
+    for name in spec.services:
+        if name in config.urls:
+            continue
+        try:
+            check_service(spec.url(name), name, spec.service_token)
+        except StackError as exc:
+            console.print(f"[red]{exc}; start it with `boilerbench up` or give its URL with "
+                          f"--url {name}=URL", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+
+
 def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[PageResult]:
+    from orchestrator.runner import RunCancelledError, execute_run
+
     stack: LocalStack | None = None
     urls: dict[str, str] | None = None
-    if spec.services and spec.backend == "http" and (spec.local or config.mode == "local"):
+    if spec.services and spec.backend == "http" and _local(spec, config):
         names = [n for n in spec.services if n not in config.urls]
         if names:
             stack = LocalStack(names, ports={n: free_port() for n in names})
@@ -297,6 +333,10 @@ def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
                    spec: RunSpec, warnings: list[str] | None = None) -> None:
     """Print the ranked table, the rows' error reasons and the output paths; exit 1
     when a live service failed every page it was given."""
+    from orchestrator.report import detail_rows, render_table
+    from orchestrator.runner import run_output_dir
+    from orchestrator.statistics import ranked, summarize
+
     summary = ranked(summarize(results, spec.predictions), spec.rank_by)
     out.print(render_table(summary, title=f"Run {run_id}"))
     for cells in detail_rows(summary)[1]:
@@ -339,8 +379,13 @@ def serve(
 
     overrides: dict[str, Any] = {"host": host, "port": port, "config": config_file}
     settings = ApiSettings(**{k: v for k, v in overrides.items() if v is not None})
+
+    def listening(url: str) -> None:
+        console.print(f"boilerbench API listening on {url} (Ctrl-C stops it)", highlight=False,
+                      soft_wrap=True)
+
     serve_app(create_app(settings), settings.host, settings.port,
-              HttpLimits(_env_prefix="BOILERBENCH_API_"))
+              HttpLimits(_env_prefix="BOILERBENCH_API_"), on_listening=listening)
 
 
 @runs_app.command("list")
@@ -365,6 +410,8 @@ def runs_list(
 
 def _open_store(path: Path) -> Store:
     """The store at `path`, or one line saying why it cannot be used (exit 2)."""
+    from orchestrator.store import Store, StoreError
+
     try:
         return Store(path)
     except StoreError as exc:
@@ -380,6 +427,8 @@ def runs_cancel(
 ) -> None:
     """Cancel an unfinished run: it is never resumed, and a process running it (a
     `boilerbench run` or `serve` on the same store) stops within a page."""
+    from orchestrator.store import UNFINISHED
+
     config = _config(config_file, {"store": store})
     db = _open_store(config.store_path)
     try:
@@ -403,6 +452,8 @@ def runs_show(
     config_file: Annotated[Path | None, typer.Option("--config", exists=True)] = None,
 ) -> None:
     """Print a run's status and results table."""
+    from orchestrator.runner import RunSpec
+
     config = _config(config_file, {"store": store})
     db = _open_store(config.store_path)
     info = db.run(run_id)
@@ -429,20 +480,24 @@ def datasets_download(
     ] = SCRAPINGHUB_URL,
 ) -> None:
     """Fetch a public test set into the html/ + content/ layout."""
+    # A failure (no network, a name that does not resolve, an HTTP error) is one line
+    # naming it; the pages fetched so far stay, and a new run fetches only the rest.
     if name != "scrapinghub":
         raise typer.BadParameter(f"unknown test set {name!r}; known: scrapinghub")
     target = to or Path("datasets") / name
-    with Progress(TextColumn("[bold]scrapinghub"), BarColumn(), MofNCompleteColumn(),
-                  console=console) as progress:
-        task = progress.add_task("download", total=None)
+    try:
+        with Progress(TextColumn("[bold]scrapinghub"), BarColumn(), MofNCompleteColumn(),
+                      console=console, transient=True,
+                      disable=not console.is_terminal) as progress:
+            task = progress.add_task("download", total=None)
 
-        def advance(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
+            def advance(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
 
-        try:
             count = asyncio.run(download_scrapinghub(target, source_url, progress=advance))
-        except (DatasetError, OSError) as exc:
-            console.print(f"[red]download failed: {exc}")
-            raise typer.Exit(1) from None
+    except (DatasetError, OSError) as exc:
+        console.print(f"[red]download failed: {escape(str(exc))}", highlight=False,
+                      soft_wrap=True)
+        raise typer.Exit(1) from None
     out.print(f"{count} pages in {target}")
     sys.stdout.flush()

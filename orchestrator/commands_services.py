@@ -17,13 +17,22 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.cli import app
-from orchestrator.launcher import LocalStack, StackError, parse_service_list
+from orchestrator.launcher import (
+    DEFAULT_PORT_BASE,
+    LocalStack,
+    StackError,
+    check_service,
+    parse_service_list,
+    service_port,
+)
 from shared.answer import answer_page, page_query, validation_message
 from shared.decoding import NotHTMLError, decode_html
 from shared.registry import SERVICES, get_service
 
+app = typer.Typer()
 console = Console(stderr=True)
+# The highest port a stack uses is its --port-base plus this.
+_PORT_SPAN = max(service_port(name) for name in SERVICES) - DEFAULT_PORT_BASE
 
 
 @app.command()
@@ -32,13 +41,20 @@ def up(
         help="Comma-separated service names (default: all).")] = None,
     host: Annotated[str, typer.Option(help="Bind address.")] = "127.0.0.1",
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each /health.")] = 180.0,
+    port_base: Annotated[int | None, typer.Option(
+        metavar="N", envvar="BOILERBENCH_PORT_BASE", min=1, max=65535 - _PORT_SPAN,
+        help=f"Ports from N: each service listens on N + (its registry port - "
+             f"{DEFAULT_PORT_BASE}), so a second stack can run beside one on the registry "
+             f"ports (N = {DEFAULT_PORT_BASE}); `boilerbench run --http --port-base N` calls "
+             "them there.")] = None,
 ) -> None:
     """Start the algorithm services as local processes until Ctrl-C or SIGTERM."""
     try:
         names = parse_service_list(services)
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0])) from None
-    stack = LocalStack(names, host=host)
+    stack = LocalStack(names, host=host,
+                       ports={name: service_port(name, port_base) for name in names})
     stopping = threading.Event()
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
@@ -49,7 +65,7 @@ def up(
     try:
         urls = stack.start(timeout=timeout)
     except StackError as exc:
-        console.print(f"[red]could not start the services: {exc}")
+        console.print(f"[red]could not start the services: {exc}", highlight=False)
         raise typer.Exit(1) from None
     table = Table(title="boilerbench services")
     table.add_column("service")
@@ -57,6 +73,8 @@ def up(
     for name, url in urls.items():
         table.add_row(name, url)
     Console().print(table)
+    if port_base is not None:
+        console.print(f"Evaluate them with `boilerbench run --http --port-base {port_base}`.")
     console.print("Ready. Ctrl-C stops every service.")
     try:
         while not stopping.wait(1.0):
@@ -77,8 +95,9 @@ def extract(
              "here).")],
     service: Annotated[str, typer.Option(help="Service name.")] = "justext",
     url: Annotated[str | None, typer.Option(
-        help="Base URL of the service (default: http://127.0.0.1:<its port>; with --warc "
-             "the job runs in-process unless --url is given).")] = None,
+        help="Base URL of the service (default: http://127.0.0.1:<its port>, used once its "
+             "/info names the service; with --warc the job runs in-process unless --url is "
+             "given).")] = None,
     page_url: Annotated[str | None, typer.Option(help="The page's own URL, if known.")] = None,
     options: Annotated[str, typer.Option(help="Options as a JSON object.")] = "{}",
     in_process: Annotated[bool, typer.Option(
@@ -125,12 +144,24 @@ def extract(
     if in_process:
         reply = _extract_in_process(entry.name, page.read_bytes(), parsed_options, page_url)
     else:
-        base = url or f"http://127.0.0.1:{SERVICES[entry.name].port}"
+        base = url or _default_url(entry.name)
         reply = _extract_over_http(base, page.read_bytes(), parsed_options, page_url)
     if as_json:
         sys.stdout.write(json.dumps(reply, ensure_ascii=False, indent=2) + "\n")
     else:
         sys.stdout.write(f"{reply['text']}\n")
+
+
+def _default_url(name: str) -> str:
+    """The service on its registry port, once its /info says it is that service."""
+    base = f"http://127.0.0.1:{service_port(name)}"
+    try:
+        check_service(base, name)
+    except StackError as exc:
+        console.print(f"[red]{exc}; start it with `boilerbench up --services {name}` or "
+                      "give its URL with --url", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    return base
 
 
 def query_options(options: dict[str, object]) -> dict[str, str]:

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 console = Console(stderr=True)
-train_app = typer.Typer(help="Train the learned parts of the services.", no_args_is_help=True)
+app = typer.Typer(help="Train the learned parts of the services.", no_args_is_help=True)
 
 DatasetOption = Annotated[list[Path], typer.Option(
     help="A dataset folder (html/ + content/); repeat for several (leave-one-dataset-out "
@@ -34,7 +34,7 @@ def _summary(metadata: dict[str, Any], out: Path) -> None:
                   f"{lodo.get('word_f1')}, mean {lodo.get('mean')}; wrote {out}")
 
 
-@train_app.command()
+@app.command()
 def density(
     dataset: DatasetOption,
     out: Annotated[Path | None, typer.Option(
@@ -56,7 +56,7 @@ def density(
     _summary(model.metadata, out)
 
 
-@train_app.command()
+@app.command()
 def fusion(
     dataset: DatasetOption,
     out: Annotated[Path | None, typer.Option(
@@ -77,7 +77,7 @@ def fusion(
     _summary(model.metadata, out)
 
 
-@train_app.command()
+@app.command()
 def ensemble(
     dataset: DatasetOption,
     out: Annotated[Path | None, typer.Option(

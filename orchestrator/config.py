@@ -43,6 +43,9 @@ Keys (file key; environment variable `BOILERBENCH_<KEY>`; CLI flag), default in 
 - mode: `local` (start the services as local processes; services given a URL are
   called there), `http` (call URLs; default http://127.0.0.1:<registry port>), or
   `embedded` or `in-process` (extractors in a pool of worker processes, no HTTP) [local].
+- port_base: in `http` mode, the services without a URL are on the ports of a stack
+  started by `boilerbench up --port-base N`: N + (registry port - first registry
+  port) [none: the registry ports].
 - concurrency: requests in flight per service [4]. workers: processes of the
   embedded pool [2]. timeout_s: time limit of one request [60]. retries: further
   attempts after connection errors and 5xx replies [3]. backoff_s: first pause
@@ -79,6 +82,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from orchestrator.launcher import service_port
 from shared.registry import SERVICES
 
 Mode = Literal["embedded", "http", "local"]
@@ -94,7 +98,7 @@ _LIST_KEYS = {"services", "dataset"}
 _SIMPLE_KEYS = (
     "html_folder", "content_folder", "feeds_folder", "dataset_name", "dataset", "output_folder",
     "store", "services", "mode", "concurrency", "workers", "timeout_s", "retries", "backoff_s",
-    "service_token",
+    "service_token", "port_base",
 )
 
 
@@ -142,6 +146,7 @@ class RunConfig(BaseSettings):
     urls: dict[str, str] = Field(default_factory=dict)
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     mode: Mode = "local"
+    port_base: int | None = Field(None, ge=1, le=65535)
     concurrency: int = Field(4, ge=1, le=256)
     workers: int = Field(2, ge=1, le=64)
     timeout_s: float = Field(60.0, gt=0)
@@ -193,6 +198,15 @@ class RunConfig(BaseSettings):
             if name not in SERVICES:
                 raise ValueError(f"unknown service {name!r}")
         return options
+
+    @property
+    def service_urls(self) -> dict[str, str]:
+        """The URLs given and, in `http` mode with a port_base, every other service's
+        on the port of that stack."""
+        if self.mode != "http" or self.port_base is None:
+            return dict(self.urls)
+        return {name: f"http://127.0.0.1:{service_port(name, self.port_base)}"
+                for name in self.services} | self.urls
 
     @property
     def store_path(self) -> Path:

@@ -481,17 +481,23 @@ _MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
 
 
 async def _fetch(client: httpx.AsyncClient, url: str, limit: int) -> bytes:
-    async with client.stream("GET", url) as reply:
-        if reply.status_code != 200:
-            raise DatasetError(f"GET {url}: HTTP {reply.status_code}")
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in reply.aiter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise DatasetError(f"GET {url}: more than {limit} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+    """The body of `url`; DatasetError naming the URL and the failure (no network, a
+    name that does not resolve, a timeout, an HTTP error status, too many bytes)."""
+    try:
+        async with client.stream("GET", url) as reply:
+            if reply.status_code != 200:
+                raise DatasetError(f"GET {url}: HTTP {reply.status_code}")
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in reply.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise DatasetError(f"GET {url}: more than {limit} bytes")
+                chunks.append(chunk)
+            return b"".join(chunks)
+    except httpx.HTTPError as exc:
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise DatasetError(f"GET {url}: {reason}") from None
 
 
 def _gunzip(data: bytes, name: str, limit: int) -> bytes:

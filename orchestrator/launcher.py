@@ -20,9 +20,46 @@ import httpx
 
 from shared.registry import SERVICES, get_service
 
+DEFAULT_PORT_BASE = min(entry.port for entry in SERVICES.values())
+"""The port of the first service of the registry: `--port-base` of the registry ports."""
+
 
 class StackError(RuntimeError):
-    """A service did not start or never became healthy."""
+    """A service did not start, never became healthy, or is not the one expected."""
+
+
+def service_port(name: str, port_base: int | None = None) -> int:
+    """The port of service `name` in a stack whose ports start at `port_base`.
+
+    Every service keeps its distance from the first registry port, so with
+    `port_base` 9001 the service of registry port 8003 listens on 9003, whichever
+    services a stack runs; None means the registry ports themselves.
+    """
+    port = get_service(name).port
+    return port if port_base is None else port - DEFAULT_PORT_BASE + port_base
+
+
+def check_service(url: str, name: str, token: str | None = None, timeout: float = 5.0) -> None:
+    """Make sure the service at `url` is `name` (its /info says so), else StackError
+    with one line naming the address and what answered there."""
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    try:
+        reply = httpx.get(f"{url}/info", headers=headers, timeout=timeout)
+    except httpx.TransportError as exc:
+        raise StackError(f"nothing answers at {url} ({type(exc).__name__})") from None
+    try:
+        answered = reply.json().get("name") if reply.status_code == 200 else None
+    except (ValueError, AttributeError):
+        answered = None
+    if answered == name:
+        return
+    if isinstance(answered, str):
+        what = f"the {answered!r} service"
+    else:
+        server = reply.headers.get("server")
+        what = (f"HTTP {reply.status_code} to GET /info"
+                + (f" from {server!r}" if server else "") + ", not a boilerbench service")
+    raise StackError(f"{url} is not the {name} service: {what} answers there")
 
 
 @dataclass
@@ -38,6 +75,18 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Whether a server could listen on `host`:`port` now (as uvicorn binds: with
+    SO_REUSEADDR, so only a listening socket counts as taken)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 def wait_healthy(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
@@ -77,7 +126,16 @@ class LocalStack:
         return (self.ports or {}).get(name, SERVICES[name].port)
 
     def start(self, timeout: float = 120.0) -> dict[str, str]:
-        """Start every service, wait until each is healthy; name -> base URL."""
+        """Start every service, wait until each is healthy; name -> base URL.
+
+        A port already taken fails before anything starts: otherwise another stack's
+        service there could pass for ours.
+        """
+        taken = [f"{name} on {self.port(name)}" for name in self.names
+                 if not port_is_free(self.host, self.port(name))]
+        if taken:
+            raise StackError(f"port in use: {', '.join(taken)} (another stack there? "
+                             "`--port-base` moves a stack)")
         for name in self.names:
             self._spawn(name)
         try:

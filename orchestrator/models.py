@@ -28,6 +28,16 @@ from orchestrator.field_metrics import ShingleCounts
 METRICS: tuple[str, ...] = ("precision", "recall", "f1", "fallout", "accuracy")
 """The per-page figures of B.4.5 plus accuracy, in report order."""
 
+RANK_KEYS: dict[str, str] = {
+    "f1": "word F1 by alignment, per-page mean (the headline figure)",
+    "micro_f1": "word F1 by alignment from counts summed over pages",
+    "bag_f1": "word F1 by bag of words, per-page mean",
+    "block_f1": "block F1, per-page mean",
+    "shingle_f1": "the article-extraction benchmark's F1 (4-token shingles)",
+    "rouge_lsum": "ROUGE-LSum F1, per-page mean",
+}
+"""The figures a results table may rank by (orchestrator/statistics.py ranks)."""
+
 
 class Counts(BaseModel):
     """Confusion counts for one page, or summed over pages for micro figures."""

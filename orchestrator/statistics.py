@@ -25,7 +25,7 @@ from scipy import stats
 
 from orchestrator.field_metrics import ShingleSummary, summarize_shingles
 from orchestrator.insample import in_sample
-from orchestrator.models import METRICS, Counts, PageResult
+from orchestrator.models import METRICS, RANK_KEYS, Counts, PageResult
 
 ALL_DATASETS = "(all)"
 """Dataset name of the rows that pool every dataset of a run (when there are several)."""
@@ -358,16 +358,6 @@ def summarize(results: Sequence[PageResult], files: Collection[str] = ()) -> Sum
         for s in services:
             rows.append(row(s, ALL_DATASETS, [r for r in results if r.service == s]))
     return Summary(services=rows, pairwise=pairwise_tests(results, datasets))
-
-
-RANK_KEYS: dict[str, str] = {
-    "f1": "word F1 by alignment, per-page mean (the headline figure)",
-    "micro_f1": "word F1 by alignment from counts summed over pages",
-    "bag_f1": "word F1 by bag of words, per-page mean",
-    "block_f1": "block F1, per-page mean",
-    "shingle_f1": "the article-extraction benchmark's F1 (4-token shingles)",
-    "rouge_lsum": "ROUGE-LSum F1, per-page mean",
-}
 
 
 def rank_value(row: ServiceSummary, key: str) -> float | None:

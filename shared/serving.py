@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import resource
+import socket
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -163,13 +165,33 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
     return GuardedProtocol
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling `on_listening` its URL once its socket listens."""
+
+    def __init__(self, config: uvicorn.Config, on_listening: Callable[[str], None]) -> None:
+        super().__init__(config)
+        self.on_listening = on_listening
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)  # exits the process if it cannot listen
+        for server in self.servers:
+            for sock in server.sockets:
+                host, port = sock.getsockname()[:2]
+                self.on_listening(f"http://[{host}]:{port}" if ":" in host
+                                  else f"http://{host}:{port}")
+                return
+
+
 def serve(app: Any, host: str, port: int, limits: HttpLimits | None = None,
-          factory: bool = False, log_level: str = "warning", access_log: bool = True) -> None:
-    """Run `app` (an ASGI app or its import path) until stopped, with the limits."""
+          factory: bool = False, log_level: str = "warning", access_log: bool = True,
+          on_listening: Callable[[str], None] | None = None) -> None:
+    """Run `app` (an ASGI app or its import path) until stopped, with the limits;
+    `on_listening` gets the URL it listens on once it does."""
     config = uvicorn.Config(app, host=host, port=port, factory=factory,
                             http=guarded_protocol(limits or HttpLimits()),
                             log_level=log_level, access_log=access_log)
-    uvicorn.Server(config).run()
+    server = uvicorn.Server(config) if on_listening is None else _Server(config, on_listening)
+    server.run()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,7 +26,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from typer.testing import CliRunner
 
-from orchestrator.commands_docker import docker_app
+from orchestrator.commands_docker import app as docker_app
 from orchestrator.docker_ops import DockerOpsError, list_algorithms, swap_service
 from orchestrator.launcher import free_port
 

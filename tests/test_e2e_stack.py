@@ -4,13 +4,12 @@ on its registry port where that port is free, answering the contract over HTTP."
 from __future__ import annotations
 
 import random
-import socket
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from orchestrator.launcher import LocalStack
+from orchestrator.launcher import LocalStack, port_is_free
 from shared.contract import ErrorReply, ExtractReply, ServiceInfo
 from shared.registry import SERVICES
 from tests.servers import free_port
@@ -19,19 +18,10 @@ from tests.test_contract import ARTICLE, example_options, page_url
 pytestmark = pytest.mark.e2e
 
 
-def port_is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 @pytest.fixture(scope="module")
 def stack() -> Iterator[dict[str, str]]:
     """The whole ensemble as local processes; registry ports unless one is taken."""
-    ports = {name: entry.port if port_is_free(entry.port) else free_port()
+    ports = {name: entry.port if port_is_free("127.0.0.1", entry.port) else free_port()
              for name, entry in SERVICES.items()}
     local = LocalStack(list(SERVICES), ports=ports)
     urls = local.start(timeout=240)

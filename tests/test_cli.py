@@ -1,0 +1,257 @@
+"""The `boilerbench` command as users start it: each command module loads alone, `up`
+loads no heavy library, `up --port-base` moves a stack, services on assumed ports are
+checked before use, `serve` says where it listens, an offline download fails in one
+line."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.config import load_config, parse_config_text
+from orchestrator.launcher import (
+    DEFAULT_PORT_BASE,
+    LocalStack,
+    StackError,
+    check_service,
+    service_port,
+)
+from orchestrator.store import Store
+from shared.registry import SERVICES
+from tests.servers import REPO, free_port, serve_http
+
+CLI = [sys.executable, "-m", "orchestrator.cli"]
+COMMAND_MODULES = ["orchestrator.commands_run", "orchestrator.commands_services",
+                   "orchestrator.commands_render", "orchestrator.commands_docker",
+                   "orchestrator.commands_train", "orchestrator.kubernetes"]
+HEAVY = ("docker", "aiohttp")
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("module", COMMAND_MODULES)
+def test_each_command_module_imports_alone_without_the_cli(module: str) -> None:
+    done = _python(f"import sys, {module}; print('orchestrator.cli' in sys.modules)")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("args", [["up", "--help"], ["--help"]])
+def test_help_loads_neither_the_docker_sdk_nor_aiohttp(args: list[str]) -> None:
+    done = _python(
+        "import importlib.util, json, sys\n"
+        f"assert all(importlib.util.find_spec(m) for m in {HEAVY!r})  # there to avoid\n"
+        "from typer.testing import CliRunner\n"
+        "from orchestrator.cli import app\n"
+        f"result = CliRunner().invoke(app, {args!r})\n"
+        "assert result.exit_code == 0, result.output\n"
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+
+
+def test_every_command_is_listed() -> None:
+    result = CliRunner().invoke(app, ["--help"], terminal_width=200)
+    assert result.exit_code == 0
+    for command in ("render", "run", "score", "serve", "up", "extract", "kubernetes",
+                    "datasets", "runs", "docker", "train"):
+        assert f" {command} " in result.output, command
+
+
+def test_port_base_keeps_every_service_at_its_registry_offset() -> None:
+    assert [service_port(name) for name in SERVICES] == [e.port for e in SERVICES.values()]
+    assert service_port(next(iter(SERVICES)), 9001) == 9001
+    for name, entry in SERVICES.items():
+        assert service_port(name, 9001) - 9001 == entry.port - DEFAULT_PORT_BASE
+        assert service_port(name, DEFAULT_PORT_BASE) == entry.port
+    shifted = [service_port(name, 20001) for name in SERVICES]
+    assert len(set(shifted)) == len(SERVICES)
+    assert not set(shifted) & {e.port for e in SERVICES.values()}  # stacks do not overlap
+
+
+def test_the_configuration_points_at_a_port_base_stack() -> None:
+    values = parse_config_text("mode:http; port_base:9001; services:justext,bte;\n"
+                               "service.bte.url:http://10.0.0.5:8003;")
+    config = load_config(file_values=values)
+    assert config.service_urls == {"justext": "http://127.0.0.1:9001",
+                                   "bte": "http://10.0.0.5:8003"}  # a URL given wins
+    local = load_config(file_values={**values, "mode": "local"})
+    assert local.service_urls == {"bte": "http://10.0.0.5:8003"}  # local runs pick ports
+
+
+def test_a_taken_port_fails_before_anything_starts() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        stack = LocalStack(["bte"], ports={"bte": port})
+        with pytest.raises(StackError, match=f"port in use: bte on {port}"):
+            stack.start(timeout=5)
+        assert not stack.processes
+
+
+@pytest.mark.e2e
+def test_up_with_a_port_base_serves_on_the_shifted_port(tmp_path: Path) -> None:
+    port = free_port()
+    base = port - (SERVICES["bte"].port - DEFAULT_PORT_BASE)
+    process = subprocess.Popen([*CLI, "up", "--services", "bte", "--port-base", str(base)],
+                               cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        info = None
+        while info is None and time.monotonic() < deadline and process.poll() is None:
+            try:
+                info = httpx.get(f"http://127.0.0.1:{port}/info", timeout=2).json()
+            except httpx.TransportError:
+                time.sleep(0.3)
+        assert info is not None, process.stderr.read() if process.poll() is not None else ""
+        assert info["name"] == "bte"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # up stops its services on SIGTERM
+        stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert f"http://127.0.0.1:{port}" in stdout
+    assert f"boilerbench run --http --port-base {base}" in stderr
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+class _Answer(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with `body` and `status`."""
+
+    def __init__(self, *args: object, body: bytes, status: int) -> None:
+        self.body, self.status = body, status
+        super().__init__(*args)  # type: ignore[arg-type]
+
+    def do_GET(self) -> None:
+        self.send_response(self.status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def other_service() -> Iterator[str]:
+    """A server whose /info says it is justext."""
+    handler = partial(_Answer, body=json.dumps({"name": "justext"}).encode(), status=200)
+    with serve_http(handler) as url:
+        yield url
+
+
+def _run_http(port: int, tmp_path: Path, service: str = "bte") -> tuple[int, str]:
+    """`run --http` of `service` with a --port-base that puts it on `port`."""
+    base = port - (SERVICES[service].port - DEFAULT_PORT_BASE)
+    result = CliRunner().invoke(app, [
+        "run", "--http", "--services", service, "--port-base", str(base),
+        "--store", str(tmp_path / "store.sqlite"), "--output", str(tmp_path / "out")])
+    return result.exit_code, result.output
+
+
+def test_run_http_refuses_another_service_on_the_assumed_port(
+        other_service: str, tmp_path: Path) -> None:
+    port = int(other_service.rsplit(":", 1)[1])
+    code, output = _run_http(port, tmp_path)
+    assert code == 1
+    assert output.count("\n") == 1, output
+    assert f"127.0.0.1:{port} is not the bte service" in output
+    assert "'justext'" in output
+    assert not (tmp_path / "out").exists()
+    store = Store(tmp_path / "store.sqlite")
+    assert store.runs() == []  # refused before the run was created
+    store.close()
+
+
+def test_run_http_names_a_server_that_is_no_service(tmp_path: Path) -> None:
+    handler = partial(_Answer, body=b'{"detail": "Not Found"}', status=404)
+    with serve_http(handler) as url:
+        port = int(url.rsplit(":", 1)[1])
+        code, output = _run_http(port, tmp_path)
+    assert code == 1
+    assert output.count("\n") == 1, output
+    assert f"127.0.0.1:{port} is not the bte service: HTTP 404" in output
+
+
+def test_run_http_says_when_nothing_answers(tmp_path: Path) -> None:
+    port = free_port()
+    code, output = _run_http(port, tmp_path)
+    assert code == 1
+    assert f"nothing answers at http://127.0.0.1:{port}" in output
+
+
+def test_the_named_service_passes_the_check(tmp_path: Path) -> None:
+    handler = partial(_Answer, body=json.dumps({"name": "bte"}).encode(), status=200)
+    with serve_http(handler) as url:
+        check_service(url, "bte")
+        with pytest.raises(StackError, match="the 'bte' service answers there"):
+            check_service(url, "cetd")
+
+
+def test_port_base_goes_with_http() -> None:
+    result = CliRunner().invoke(app, ["run", "--services", "bte", "--port-base", "9001"])
+    assert result.exit_code == 2
+    assert "--port-base goes with --http" in result.output
+
+
+def test_serve_prints_the_url_it_listens_on(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "BOILERBENCH_STORE": str(tmp_path / "store.sqlite"),
+           "BOILERBENCH_OUTPUT_FOLDER": str(tmp_path / "out")}
+    process = subprocess.Popen([*CLI, "serve", "--port", str(port)], cwd=tmp_path, env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines: queue.Queue[str] = queue.Queue()
+    assert process.stderr is not None
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stderr],
+                     daemon=True).start()
+    try:
+        line = lines.get(timeout=120)
+        url = f"http://127.0.0.1:{port}"
+        assert f"listening on {url}" in line
+        assert httpx.get(f"{url}/health", timeout=10).status_code == 200  # listening already
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def test_an_offline_download_fails_in_one_line(tmp_path: Path) -> None:
+    source = f"http://127.0.0.1:{free_port()}/benchmark"  # nothing listens there
+    result = CliRunner().invoke(app, ["datasets", "download", "scrapinghub", "--to",
+                                      str(tmp_path / "set"), "--source-url", source])
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"download failed: GET {source}/ground-truth.json: "
+                                    "ConnectError")
+    assert "Traceback" not in result.output
+
+
+def test_a_download_http_error_fails_in_one_line(tmp_path: Path) -> None:
+    handler = partial(_Answer, body=b"gone", status=410)
+    with serve_http(handler) as url:
+        result = CliRunner().invoke(app, ["datasets", "download", "scrapinghub", "--to",
+                                          str(tmp_path / "set"), "--source-url", url])
+    assert result.exit_code == 1
+    assert result.output == f"download failed: GET {url}/ground-truth.json: HTTP 410\n"
