@@ -156,12 +156,16 @@ ALGORITHM = Algorithm(
     version=f"java {JAVA_VERSION} / boilerpy3 {version('boilerpy3')}",
     description="Boilerpipe: shallow text features (word counts, link density, text "
     "density) of text blocks and their neighbours, classified by hand-built decision "
-    "rules per extractor. Blocks: Boilerpipe's text blocks before fusion; block score: "
-    "link density; text: Boilerpipe's own output.",
+    "rules per extractor. Blocks: Boilerpipe's text blocks before fusion (its own parse, "
+    "without paths); text: Boilerpipe's own output.",
     reference="Kohlschütter, Fankhauser, Nejdl. Boilerplate Detection using Shallow Text "
     "Features. WSDM 2010; https://github.com/kohlschutter/boilerpipe",
     options_model=BoilerpipeOptions,
     extract=extract,
+    score="Link density: the share of the block's words inside links, one of the figures "
+    "Boilerpipe's rules decide by (not a probability).",
+    score_range=(0.0, 1.0),
+    path_tree=None,
     engine=default_engine,
     warm_up=_warm_up,
 )

@@ -493,13 +493,19 @@ ALGORITHM = Algorithm(
     "a headless Chromium layout; VI = rendered x (1 + share of the width in the viewport's "
     "central half) / 2 x min(1, font size / the page's median text size), a documented "
     "choice: the paper's exact VI formula was not available), DensitySum to find the content "
-    "subtree, the density of <body> as threshold. Block score: the density of the block's "
-    "container node. `engine` says whether a browser is available for htd.",
+    "subtree, the density of <body> as threshold. `engine` says whether a browser is "
+    "available for htd.",
     reference="Sun, F., Song, D., Liao, L. DOM based content extraction via text density "
     "(SIGIR 2011), doi:10.1145/2009916.2009952; Song, D., Sun, F., Liao, L. A hybrid "
     "approach for content extraction with text density and visual importance of DOM nodes "
     "(Knowledge and Information Systems 42, 2015), doi:10.1007/s10115-013-0687-x",
     options_model=CetdOptions,
     extract=extract,
+    score="The density of the block's container element under the chosen measure (TD: "
+    "characters per tag of its subtree; CTD and HTD weigh that by its links, HTD its "
+    "characters by visual importance too), the figure compared with the page's threshold; "
+    "not a probability, no upper bound.",
+    score_range=(0.0, None),
+    path_tree="html5",
     engine=engine,
 )

@@ -4,6 +4,13 @@ We run jusText's own pipeline (preprocess, make paragraphs, classify, revise) on
 the tree from shared.html.parse_html instead of calling justext.justext(), whose
 own parsing fails on pages with control characters or an XML declaration.
 
+A paragraph's XPath, as jusText gives it, names an element of jusText's cleaned copy
+of the page (every step indexed, `<form>`, `<object>`, `<iframe>` removed with their
+children moved up) and is no use to a client. Each element of the parsed page is
+marked with its number before the copy is made, so a paragraph's element in the copy
+leads back to the page's own element, whose path is then given in the contract's
+form (shared.html.ElementPaths).
+
 `language: auto` picks the stoplist per page: the language of `<html lang>` (its
 English name through Babel's locale data, e.g. `de-AT` -> German) when jusText has
 a stoplist of that name, else the stoplist that covers the most of the page's words
@@ -21,14 +28,17 @@ from importlib.metadata import version
 
 import justext
 import justext.core as jt
+from lxml import etree
 from pydantic import Field, field_validator
 
 from shared.contract import Algorithm, Block, Extraction, Options
-from shared.html import parse_html
+from shared.html import ElementPaths, parse_html
 
 ALL_LANGUAGES = "all"
 AUTO = "auto"
 _DETECTION_WORDS = 3000
+# The attribute that numbers the page's elements for the way back from jusText's copy.
+_MARK = "data-boilerbench-element"
 
 
 @functools.cache
@@ -109,10 +119,55 @@ class JustextOptions(Options):
         return value
 
 
+class _PagePaths:
+    """Contract paths of the page's elements from jusText's paths into its cleaned copy.
+
+    jusText's path `/html[1]/body[1]/div[2]` counts, per step, the elements of that
+    name among the children of the step before (as XPath does); each parent's children
+    are counted once, when a path first passes through it."""
+
+    def __init__(self, originals: list[etree._Element], copy: etree._Element) -> None:
+        self._originals = originals
+        self._copy = copy
+        self._children: dict[etree._Element, dict[tuple[str, int], etree._Element]] = {}
+        self._paths = ElementPaths()
+
+    def path(self, justext_xpath: str) -> str | None:
+        steps = justext_xpath.split("/")[1:]
+        if not steps or steps[0] != f"{self._copy.tag}[1]":
+            return None
+        element = self._copy
+        for step in steps[1:]:
+            name, _, order = step.rpartition("[")
+            found = self._named_children(element).get((name, int(order[:-1])))
+            if found is None:
+                return None
+            element = found
+        mark = element.get(_MARK)
+        return self._paths.path(self._originals[int(mark)]) if mark is not None else None
+
+    def _named_children(self, parent: etree._Element
+                        ) -> dict[tuple[str, int], etree._Element]:
+        named = self._children.get(parent)
+        if named is None:
+            named = {}
+            seen: dict[str, int] = {}
+            for child in parent:
+                if isinstance(child.tag, str):
+                    seen[child.tag] = order = seen.get(child.tag, 0) + 1
+                    named[(child.tag, order)] = child
+            self._children[parent] = named
+        return named
+
+
 def extract(html: str, options: JustextOptions, url: str | None = None) -> Extraction:
     root = parse_html(html)
     declared = root.get("lang") or root.get("{http://www.w3.org/XML/1998/namespace}lang")
+    originals = list(root.iter(etree.Element))
+    for number, element in enumerate(originals):
+        element.set(_MARK, str(number))
     dom = jt.preprocessor(root)
+    page_paths = _PagePaths(originals, dom)
     paragraphs = jt.ParagraphMaker.make_paragraphs(dom)
     language = options.language
     if language == AUTO:
@@ -129,7 +184,7 @@ def extract(html: str, options: JustextOptions, url: str | None = None) -> Extra
             text=p.text,
             is_content=p.class_type == "good",
             score=round(p.stopwords_density(load_stoplist(language)), 4),
-            path=p.xpath,
+            path=page_paths.path(p.xpath),
             label=p.class_type,
         )
         for p in paragraphs
@@ -147,10 +202,14 @@ ALGORITHM = Algorithm(
     name="justext",
     version=version("justext"),
     description="jusText: paragraphs classified by length, stopword density and link "
-    "density, then revised by their neighbours. Block score: stopword density.",
+    "density, then revised by their neighbours.",
     reference="Pomikálek, J. Removing Boilerplate and Duplicate Content from Web Corpora "
     "(PhD thesis, Masaryk University, 2011); https://github.com/miso-belica/jusText",
     options_model=JustextOptions,
     extract=extract,
+    score="Stopword density: the share of the paragraph's words in the stoplist used, "
+    "jusText's main feature (not a probability); its final class, good or bad, is `label`.",
+    score_range=(0.0, 1.0),
+    path_tree="libxml2",
     warm_up=_warm_up,
 )
