@@ -24,10 +24,8 @@ JAVA_DIR = os.environ.get("BOILERBENCH_JAVA_DIR", "/usr/share/java")
 # Boilerpipe 1.2 and what it needs (Debian: libboilerpipe-java pulls in the other two).
 JARS = ("boilerpipe.jar", "nekohtml.jar", "xercesImpl.jar")
 # The JIT's first tier only, and one GC thread: the full tiered JIT spends a short run
-# compiling, on the core the other services need (worker CPU per page over three
-# passes of 60 pages: 76 / 44 / 41 ms, against 20 / 14 / 17 with the first tier only;
-# once warm after some 800 pages the full JIT was about a tenth faster, 11 against 12
-# ms, in one noisy test). Override with _JAVA_OPTIONS.
+# compiling, on the core the other services need, and pays that back only after many
+# hundreds of pages, by little. Override with _JAVA_OPTIONS.
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 JAVA_VERSION = "1.2.0"
 

@@ -263,8 +263,8 @@ def piece_characters(page: FlatPage) -> list[int]:
 
 
 def int_array(values: list[int]) -> Ints:
-    """A list of ints as a writable int64 array, packed by struct: a third of the
-    instructions per item that np.array(values, dtype=np.int64) takes (numpy 2.4)."""
+    """A list of ints as a writable int64 array, packed by struct: fewer instructions
+    per item than np.array(values, dtype=np.int64) takes."""
     return np.frombuffer(bytearray(struct.pack(f"{len(values)}q", *values)), dtype=np.int64)
 
 
@@ -467,7 +467,7 @@ def extract(html: str, options: CetdOptions, url: str | None = None) -> Extracti
     totals = np.add.reduceat(chars, starts).tolist() if starts else []
     inside = np.add.reduceat(chars * content[measures.holders], starts).tolist() if starts else []
     # Scores: the containers' densities, rounded in one numpy call (Python's round()
-    # takes a decimal conversion per block: 4% of the whole extraction).
+    # takes a decimal conversion per block, a visible share of the whole extraction).
     containers = [block.container for block in page.blocks]
     scores = np.round(measures.density[containers], 4).tolist()
     texts = page.block_texts()[0]
