@@ -141,9 +141,10 @@ def assert_block_paths(info: ServiceInfo, html: str, blocks: list[Block]) -> Non
     for path in set(paths):
         assert form.fullmatch(path), f"{info.name}: {path!r} is not in the contract's form"
         found = document.xpath(path)
-        assert isinstance(found, list) and len(found) == 1, (
-            f"{info.name}: {path!r} names {len(found) if isinstance(found, list) else found} "
-            f"elements of the {info.path_tree} parse, not one")
+        assert isinstance(found, list)
+        assert len(found) == 1, (
+            f"{info.name}: {path!r} names {len(found)} elements of the {info.path_tree} "
+            "parse, not one")
         # lxml names the element exactly so: no index that is not needed, none missing
         assert document.getpath(found[0]) == path
 
@@ -177,7 +178,8 @@ def test_block_paths_name_elements_of_the_declared_parse(service: tuple[str, str
     if info.path_tree is not None:
         paragraph = next(b for b in body.blocks if b.text.startswith("Commuters who"))
         inside = "/html/body/form/table/" + ("tbody/" if info.path_tree == "html5" else "")
-        assert paragraph.path is not None and paragraph.path.startswith(inside + "tr/td")
+        assert paragraph.path is not None
+        assert paragraph.path.startswith(inside + "tr/td")
 
 
 def test_extract_raw_html(service: tuple[str, str]) -> None:
