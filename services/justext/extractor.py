@@ -7,7 +7,7 @@ own parsing fails on pages with control characters or an XML declaration.
 A paragraph's XPath, as jusText gives it, names an element of jusText's cleaned copy
 of the page (every step indexed, `<form>`, `<object>`, `<iframe>` removed with their
 children moved up) and is no use to a client. Each element of the parsed page is
-marked with its number before the copy is made, so a paragraph's element in the copy
+numbered before the copy is made (_PagePaths), so a paragraph's element in the copy
 leads back to the page's own element, whose path is then given in the contract's
 form (shared.html.ElementPaths).
 
@@ -37,7 +37,9 @@ from shared.html import ElementPaths, parse_html
 ALL_LANGUAGES = "all"
 AUTO = "auto"
 _DETECTION_WORDS = 3000
-# The attribute that numbers the page's elements for the way back from jusText's copy.
+# Where the page's elements are numbered for the way back from jusText's copy: their
+# source line (libxml2 keeps it in 16 bits), or this attribute on larger pages.
+_MAX_SOURCE_LINE = 65535
 _MARK = "data-boilerbench-element"
 
 
@@ -122,29 +124,57 @@ class JustextOptions(Options):
 class _PagePaths:
     """Contract paths of the page's elements from jusText's paths into its cleaned copy.
 
+    Made before the copy: it numbers the page's elements in their source-line field,
+    which a copy keeps and jusText does not read (an attribute would do too, but would
+    travel through jusText's SAX events and cost more than the numbering), or in an
+    attribute on pages with more elements than that field can count.
     jusText's path `/html[1]/body[1]/div[2]` counts, per step, the elements of that
     name among the children of the step before (as XPath does); each parent's children
     are counted once, when a path first passes through it."""
 
-    def __init__(self, originals: list[etree._Element], copy: etree._Element) -> None:
-        self._originals = originals
-        self._copy = copy
+    def __init__(self, root: etree._Element) -> None:
+        self._originals = list(root.iter(etree.Element))
+        self._by_line = len(self._originals) <= _MAX_SOURCE_LINE
+        if self._by_line:
+            for number, element in enumerate(self._originals, 1):
+                element.sourceline = number
+        else:
+            for number, element in enumerate(self._originals, 1):
+                element.set(_MARK, str(number))
         self._children: dict[etree._Element, dict[tuple[str, int], etree._Element]] = {}
+        self._found: dict[str, etree._Element] = {}
         self._paths = ElementPaths()
 
-    def path(self, justext_xpath: str) -> str | None:
-        steps = justext_xpath.split("/")[1:]
-        if not steps or steps[0] != f"{self._copy.tag}[1]":
+    def path(self, copy: etree._Element, justext_xpath: str) -> str | None:
+        """The page's path of the element that `justext_xpath` names in `copy`."""
+        element = self._element(copy, justext_xpath)
+        if element is None:
             return None
-        element = self._copy
-        for step in steps[1:]:
-            name, _, order = step.rpartition("[")
-            found = self._named_children(element).get((name, int(order[:-1])))
-            if found is None:
+        number = element.sourceline if self._by_line else int(element.get(_MARK) or 0)
+        return self._paths.path(self._originals[number - 1]) if number else None
+
+    def _element(self, copy: etree._Element, justext_xpath: str) -> etree._Element | None:
+        """The element of `copy` at `justext_xpath`, found from the nearest ancestor
+        found before (paragraphs follow each other, so most are one step away)."""
+        found = self._found
+        if not found:
+            found[f"/{copy.tag}[1]"] = copy
+        steps: list[str] = []
+        prefix = justext_xpath
+        while prefix not in found:
+            prefix, _, step = prefix.rpartition("/")
+            if not prefix:
                 return None
-            element = found
-        mark = element.get(_MARK)
-        return self._paths.path(self._originals[int(mark)]) if mark is not None else None
+            steps.append(step)
+        element = found[prefix]
+        for step in reversed(steps):
+            name, _, order = step.rpartition("[")
+            element = self._named_children(element).get((name, int(order[:-1])))
+            if element is None:
+                return None
+            prefix = f"{prefix}/{step}"
+            found[prefix] = element
+        return element
 
     def _named_children(self, parent: etree._Element
                         ) -> dict[tuple[str, int], etree._Element]:
@@ -163,11 +193,8 @@ class _PagePaths:
 def extract(html: str, options: JustextOptions, url: str | None = None) -> Extraction:
     root = parse_html(html)
     declared = root.get("lang") or root.get("{http://www.w3.org/XML/1998/namespace}lang")
-    originals = list(root.iter(etree.Element))
-    for number, element in enumerate(originals):
-        element.set(_MARK, str(number))
+    page_paths = _PagePaths(root)
     dom = jt.preprocessor(root)
-    page_paths = _PagePaths(originals, dom)
     paragraphs = jt.ParagraphMaker.make_paragraphs(dom)
     language = options.language
     if language == AUTO:
@@ -184,7 +211,7 @@ def extract(html: str, options: JustextOptions, url: str | None = None) -> Extra
             text=p.text,
             is_content=p.class_type == "good",
             score=round(p.stopwords_density(load_stoplist(language)), 4),
-            path=page_paths.path(p.xpath),
+            path=page_paths.path(dom, p.xpath),
             label=p.class_type,
         )
         for p in paragraphs
