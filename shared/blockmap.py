@@ -20,6 +20,9 @@ from shared.html import TextBlock
 from shared.tokens import tokenize
 
 CONTENT_SHARE = 0.5
+# /info's `score` of the services whose blocks label_blocks marks.
+SUPPORT_SCORE = ("The share of the block's tokens that align with the library's output text "
+                 "(one longest common subsequence over the page); content above one half.")
 
 
 def block_support(block_texts: Sequence[str], reference: Sequence[str]) -> list[float]:

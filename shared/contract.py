@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,8 +26,14 @@ class Block:
 
     text: str
     is_content: bool
-    score: float | None = None
-    path: str | None = None
+    score: Annotated[float | None, Field(
+        description="The algorithm's figure for the block; its meaning and range are in the "
+        "service's /info (`score`, `score_range`).")] = None
+    path: Annotated[str | None, Field(
+        description="XPath of the element that holds the block, in lxml's getpath form: "
+        "/html/body/div[2]/p, a step's position given only where its parent has several "
+        "children of that name. It names an element of the parse /info's `path_tree` says.")
+    ] = None
     label: Annotated[str | None, Field(
         description="The algorithm's own class name for the block, where it has one.")] = None
 
@@ -65,6 +71,13 @@ class ErrorReply(BaseModel):
     detail: str
 
 
+# A block path's form (see Block.path): steps of a tag name and, where needed, a position.
+BLOCK_PATH_PATTERN = r"(/[^/\[\]\s]+(\[[1-9][0-9]*\])?)+"
+# Which parse of the page block paths name elements of: libxml2's HTML parser (lxml.html)
+# or HTML5 tree construction (as browsers build it: a <tbody> in every table, ...).
+PathTree = Literal["libxml2", "html5"]
+
+
 class ServiceInfo(BaseModel):
     """GET /info: what runs behind a service."""
 
@@ -73,6 +86,15 @@ class ServiceInfo(BaseModel):
     description: str
     reference: str
     options_schema: dict[str, Any]
+    score: str = Field(description="What a block's `score` is for this algorithm: a "
+                       "probability of being content where the algorithm has one, otherwise "
+                       "the figure it decides by.")
+    score_range: tuple[float, float | None] = Field(
+        description="Lowest and highest score a block can get (null: no upper bound).")
+    path_tree: PathTree | None = Field(
+        description="The parse of the page whose elements block paths name: 'libxml2' "
+        "(lxml.html's parser) or 'html5' (HTML5 tree construction, as in a browser); null "
+        "where blocks carry no path.")
     engine: str | None = None
     details: dict[str, Any] | None = Field(
         None, description="What else the algorithm tells about itself (the ensemble: its "
@@ -121,9 +143,10 @@ class Algorithm:
     `options_model` and the page URL (or None), and returns an Extraction. It must
     not touch the network or global state beyond caches, so that the same function
     runs in-process, in a worker process behind HTTP, or on a cluster.
-    `engine` names what actually runs (for example Boilerpipe's `java` or `python`);
-    `warm_up` is called once per worker process before it is marked ready; `details`
-    gives /info's optional `details`.
+    `score`, `score_range` and `path_tree` tell clients what a block's score and path
+    are (ServiceInfo). `engine` names what actually runs (for example Boilerpipe's
+    `java` or `python`); `warm_up` is called once per worker process before it is marked
+    ready; `details` gives /info's optional `details`.
     """
 
     name: str
@@ -132,6 +155,9 @@ class Algorithm:
     reference: str
     options_model: type[Options]
     extract: ExtractFn
+    score: str
+    score_range: tuple[float, float | None]
+    path_tree: PathTree | None
     engine: Callable[[], str | None] = field(default=lambda: None)
     warm_up: Callable[[], None] = field(default=lambda: None)
     details: Callable[[], dict[str, Any] | None] = field(default=lambda: None)
@@ -143,6 +169,9 @@ class Algorithm:
             description=self.description,
             reference=self.reference,
             options_schema=self.options_model.model_json_schema(),
+            score=self.score,
+            score_range=self.score_range,
+            path_tree=self.path_tree,
             engine=self.engine(),
             details=self.details(),
         )

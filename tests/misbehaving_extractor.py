@@ -38,4 +38,7 @@ ALGORITHM = Algorithm(
     reference="tests/test_workers.py",
     options_model=MisbehavingOptions,
     extract=extract,
+    score="None: blocks carry no score.",
+    score_range=(0.0, 1.0),
+    path_tree=None,
 )

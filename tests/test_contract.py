@@ -7,14 +7,18 @@ a service added to shared/registry.py gets every test here without new code.
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import lxml.html
 import pytest
+from lxml import etree
+from selectolax.lexbor import LexborHTMLParser
 
-from shared.contract import ErrorReply, ExtractReply, ServiceInfo
+from shared.contract import BLOCK_PATH_PATTERN, Block, ErrorReply, ExtractReply, ServiceInfo
 from shared.registry import SERVICES
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
@@ -42,6 +46,13 @@ project, who thanked the residents for their patience during the closure.</p>
 </article>
 <footer><p>Copyright 2026 City News. <a href="/privacy">Privacy</a> <a href="/terms">Terms</a></p>
 </footer></body></html>"""
+
+
+# The article inside a form and a table without <tbody>: libxml2 keeps the table as it
+# is written, HTML5 tree construction adds the <tbody>, so a path names an element of
+# one parse only; and jusText's cleaning drops the <form> from its own copy of the page.
+ARTICLE_IN_TABLE = ARTICLE.replace("<article>", '<form action="/comment"><table><tr><td>'
+                                   ).replace("</article>", "</td></tr></table></form>")
 
 
 def example_options(name: str) -> dict[str, Any]:
@@ -86,15 +97,89 @@ def assert_healthy(url: str) -> None:
     assert reply.json() == {"status": "ok"}
 
 
+def html5_tree(html: str) -> etree._Element:
+    """The page's HTML5 tree (lexbor's, as a browser builds it) copied into lxml, so that
+    paths into it resolve with lxml's XPath. A tag name lxml refuses becomes one no path
+    can name."""
+    source = LexborHTMLParser(html).root
+    assert source is not None
+    root = etree.Element(source.tag or "html")
+    stack = [(source, root)]
+    while stack:
+        node, element = stack.pop()
+        child = node.child
+        while child is not None:
+            tag = child.tag or ""
+            if tag and tag[0] not in "-_!":  # text, comments and doctypes are no elements
+                try:
+                    copy = etree.SubElement(element, tag)
+                except ValueError:
+                    copy = etree.SubElement(element, "invalid-name")
+                stack.append((child, copy))
+            child = child.next
+    return root
+
+
+def parsed_page(html: str, tree: str) -> etree._Element:
+    """The page as parsed by the parse /info's `path_tree` names."""
+    if tree == "html5":
+        return html5_tree(html)
+    return lxml.html.document_fromstring(html.encode("utf-8"),
+                                        parser=lxml.html.HTMLParser(encoding="utf-8"))
+
+
+def assert_block_paths(info: ServiceInfo, html: str, blocks: list[Block]) -> None:
+    """Every block path has the contract's form and names one element of the page as
+    parsed the way /info says; a service without a path tree gives no paths."""
+    paths = [b.path for b in blocks if b.path is not None]
+    if info.path_tree is None:
+        assert not paths, f"{info.name}: blocks carry paths but /info names no path tree"
+        return
+    assert paths, f"{info.name}: /info names a path tree but no block has a path"
+    form = re.compile(BLOCK_PATH_PATTERN)
+    document = etree.ElementTree(parsed_page(html, info.path_tree))
+    for path in set(paths):
+        assert form.fullmatch(path), f"{info.name}: {path!r} is not in the contract's form"
+        found = document.xpath(path)
+        assert isinstance(found, list)
+        assert len(found) == 1, (
+            f"{info.name}: {path!r} names {len(found)} elements of the {info.path_tree} "
+            "parse, not one")
+        # lxml names the element exactly so: no index that is not needed, none missing
+        assert document.getpath(found[0]) == path
+
+
+def service_info(url: str) -> ServiceInfo:
+    return ServiceInfo.model_validate(httpx.get(f"{url}/info").json())
+
+
 def test_info(service: tuple[str, str]) -> None:
     name, url = service
-    info = ServiceInfo.model_validate(httpx.get(f"{url}/info").json())
+    info = service_info(url)
     assert info.name == name
     assert info.version
     assert info.description
     assert info.reference
     assert info.options_schema["type"] == "object"
     assert "properties" in info.options_schema
+    assert len(info.score) > 20, "/info says what a block's score is"
+    low, high = info.score_range
+    assert high is None or low < high
+
+
+def test_block_paths_name_elements_of_the_declared_parse(service: tuple[str, str]) -> None:
+    name, url = service
+    reply = httpx.post(f"{url}/extract", json={"html": ARTICLE_IN_TABLE, "url": page_url(name),
+                                               "options": example_options(name)}, timeout=60)
+    assert reply.status_code == 200, reply.text[:500]
+    body = ExtractReply.model_validate(reply.json())
+    info = service_info(url)
+    assert_block_paths(info, ARTICLE_IN_TABLE, body.blocks)
+    if info.path_tree is not None:
+        paragraph = next(b for b in body.blocks if b.text.startswith("Commuters who"))
+        inside = "/html/body/form/table/" + ("tbody/" if info.path_tree == "html5" else "")
+        assert paragraph.path is not None
+        assert paragraph.path.startswith(inside + "tr/td")
 
 
 def test_extract_raw_html(service: tuple[str, str]) -> None:
@@ -133,6 +218,7 @@ def test_extract_json_body_real_page(service: tuple[str, str], scrapinghub: Any)
     body = ExtractReply.model_validate(reply.json())
     assert len(body.blocks) > 5
     assert len(tokenize(body.text)) > 50
+    assert_block_paths(service_info(url), html, body.blocks)
 
 
 @pytest.mark.parametrize(

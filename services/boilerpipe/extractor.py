@@ -24,10 +24,8 @@ JAVA_DIR = os.environ.get("BOILERBENCH_JAVA_DIR", "/usr/share/java")
 # Boilerpipe 1.2 and what it needs (Debian: libboilerpipe-java pulls in the other two).
 JARS = ("boilerpipe.jar", "nekohtml.jar", "xercesImpl.jar")
 # The JIT's first tier only, and one GC thread: the full tiered JIT spends a short run
-# compiling, on the core the other services need (worker CPU per page over three
-# passes of 60 pages: 76 / 44 / 41 ms, against 20 / 14 / 17 with the first tier only;
-# once warm after some 800 pages the full JIT was about a tenth faster, 11 against 12
-# ms, in one noisy test). Override with _JAVA_OPTIONS.
+# compiling, on the core the other services need, and pays that back only after many
+# hundreds of pages, by little. Override with _JAVA_OPTIONS.
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 JAVA_VERSION = "1.2.0"
 
@@ -156,12 +154,16 @@ ALGORITHM = Algorithm(
     version=f"java {JAVA_VERSION} / boilerpy3 {version('boilerpy3')}",
     description="Boilerpipe: shallow text features (word counts, link density, text "
     "density) of text blocks and their neighbours, classified by hand-built decision "
-    "rules per extractor. Blocks: Boilerpipe's text blocks before fusion; block score: "
-    "link density; text: Boilerpipe's own output.",
+    "rules per extractor. Blocks: Boilerpipe's text blocks before fusion (its own parse, "
+    "without paths); text: Boilerpipe's own output.",
     reference="Kohlschütter, Fankhauser, Nejdl. Boilerplate Detection using Shallow Text "
     "Features. WSDM 2010; https://github.com/kohlschutter/boilerpipe",
     options_model=BoilerpipeOptions,
     extract=extract,
+    score="Link density: the share of the block's words inside links, one of the figures "
+    "Boilerpipe's rules decide by (not a probability).",
+    score_range=(0.0, 1.0),
+    path_tree=None,
     engine=default_engine,
     warm_up=_warm_up,
 )

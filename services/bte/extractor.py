@@ -209,10 +209,13 @@ ALGORITHM = Algorithm(
     name="bte",
     version=version("boilerbench"),
     description="Body Text Extraction: the page as a tag/word token sequence; the window "
-    "maximising tags outside plus words inside (found exactly, in linear time) is the body. "
-    "Block score: the share of the block's words inside the window.",
+    "maximising tags outside plus words inside (found exactly, in linear time) is the body.",
     reference="Finn, A., Kushmerick, N., Smyth, B. Fact or fiction: Content classification for "
     "digital libraries (DELOS Workshop, 2001), section 'Body Text Extraction'",
     options_model=BteOptions,
     extract=extract,
+    score="The share of the block's words inside the body-text window: 1 inside, 0 outside, "
+    "in between only for the window's two edge blocks; content from `min_inside` up.",
+    score_range=(0.0, 1.0),
+    path_tree="html5",
 )

@@ -263,8 +263,8 @@ def piece_characters(page: FlatPage) -> list[int]:
 
 
 def int_array(values: list[int]) -> Ints:
-    """A list of ints as a writable int64 array, packed by struct: a third of the
-    instructions per item that np.array(values, dtype=np.int64) takes (numpy 2.4)."""
+    """A list of ints as a writable int64 array, packed by struct: fewer instructions
+    per item than np.array(values, dtype=np.int64) takes."""
     return np.frombuffer(bytearray(struct.pack(f"{len(values)}q", *values)), dtype=np.int64)
 
 
@@ -467,7 +467,7 @@ def extract(html: str, options: CetdOptions, url: str | None = None) -> Extracti
     totals = np.add.reduceat(chars, starts).tolist() if starts else []
     inside = np.add.reduceat(chars * content[measures.holders], starts).tolist() if starts else []
     # Scores: the containers' densities, rounded in one numpy call (Python's round()
-    # takes a decimal conversion per block: 4% of the whole extraction).
+    # takes a decimal conversion per block, a visible share of the whole extraction).
     containers = [block.container for block in page.blocks]
     scores = np.round(measures.density[containers], 4).tolist()
     texts = page.block_texts()[0]
@@ -493,13 +493,19 @@ ALGORITHM = Algorithm(
     "a headless Chromium layout; VI = rendered x (1 + share of the width in the viewport's "
     "central half) / 2 x min(1, font size / the page's median text size), a documented "
     "choice: the paper's exact VI formula was not available), DensitySum to find the content "
-    "subtree, the density of <body> as threshold. Block score: the density of the block's "
-    "container node. `engine` says whether a browser is available for htd.",
+    "subtree, the density of <body> as threshold. `engine` says whether a browser is "
+    "available for htd.",
     reference="Sun, F., Song, D., Liao, L. DOM based content extraction via text density "
     "(SIGIR 2011), doi:10.1145/2009916.2009952; Song, D., Sun, F., Liao, L. A hybrid "
     "approach for content extraction with text density and visual importance of DOM nodes "
     "(Knowledge and Information Systems 42, 2015), doi:10.1007/s10115-013-0687-x",
     options_model=CetdOptions,
     extract=extract,
+    score="The density of the block's container element under the chosen measure (TD: "
+    "characters per tag of its subtree; CTD and HTD weigh that by its links, HTD its "
+    "characters by visual importance too), the figure compared with the page's threshold; "
+    "not a probability, no upper bound.",
+    score_range=(0.0, None),
+    path_tree="html5",
     engine=engine,
 )

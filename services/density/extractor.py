@@ -68,10 +68,15 @@ ALGORITHM = Algorithm(
     version=VERSION,
     description="Line text density: the page rendered to lines, each line's text length over "
     "the HTML it took; content lines pass a fixed, mean, Gaussian-optimal or learned "
-    "threshold. Block score: density (learned: the classifier's probability).",
+    "threshold.",
     reference="Champandard, A. J. The Easy Way to Extract Useful Text from Arbitrary HTML "
     "(ai-depot.com, 2007), with C. Wenenr's Gaussian optimal threshold from its comments",
     options_model=DensityOptions,
     extract=extract,
+    score="threshold learned (the default): the classifier's probability that the line is "
+    "content, smoothed over the line and its neighbours; fixed, mean, gaussian: the line's "
+    "text density, its text length over the HTML bytes it took.",
+    score_range=(0.0, 1.0),
+    path_tree=None,
     warm_up=_warm_up,
 )

@@ -71,7 +71,7 @@ _HIDDEN = ("script", "style", "noscript", "template", "title", "iframe", "object
 # Characters the scan takes for whitespace: Unicode whitespace and the characters
 # shared.html.clean_text turns into spaces (C0 controls, surrogates, U+FFFE/U+FFFF).
 # Treating them as spaces here gives the tokens of the cleaned page without a
-# cleaning pass over the whole page (which took a third of an lxml parse); only the
+# cleaning pass over the whole page, which costs a good part of a parse; only the
 # text of the lines is cleaned.
 _BLANK = r"\s\x00-\x08\x0e-\x1f\ud800-\udfff\ufffe\uffff"
 # A tag runs to its ">", as in an HTML5 tokenizer: a quote opens a value only after

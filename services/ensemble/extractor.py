@@ -165,6 +165,10 @@ ALGORITHM = Algorithm(
     "Networks 1992) over the project's extractors",
     options_model=EnsembleOptions,
     extract=extract,
+    score="The combiner's probability that the block is content, smoothed over neighbouring "
+    "blocks with the model's kernel.",
+    score_range=(0.0, 1.0),
+    path_tree="libxml2",
     warm_up=_warm_up,
     details=_details,
 )

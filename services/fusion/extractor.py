@@ -61,5 +61,9 @@ ALGORITHM = Algorithm(
     "et al. 2001) and readability (Arc90)",
     options_model=FusionOptions,
     extract=extract,
+    score="The probability that the block is content (gradient-boosted trees), smoothed over "
+    "neighbouring blocks with the model's kernel unless option smooth is off.",
+    score_range=(0.0, 1.0),
+    path_tree="libxml2",
     warm_up=_warm_up,
 )

@@ -4,6 +4,13 @@ We run jusText's own pipeline (preprocess, make paragraphs, classify, revise) on
 the tree from shared.html.parse_html instead of calling justext.justext(), whose
 own parsing fails on pages with control characters or an XML declaration.
 
+A paragraph's XPath, as jusText gives it, names an element of jusText's cleaned copy
+of the page (every step indexed, `<form>`, `<object>`, `<iframe>` removed with their
+children moved up) and is no use to a client. Each element of the parsed page is
+numbered before the copy is made (_PagePaths), so a paragraph's element in the copy
+leads back to the page's own element, whose path is then given in the contract's
+form (shared.html.ElementPaths).
+
 `language: auto` picks the stoplist per page: the language of `<html lang>` (its
 English name through Babel's locale data, e.g. `de-AT` -> German) when jusText has
 a stoplist of that name, else the stoplist that covers the most of the page's words
@@ -21,14 +28,19 @@ from importlib.metadata import version
 
 import justext
 import justext.core as jt
+from lxml import etree
 from pydantic import Field, field_validator
 
 from shared.contract import Algorithm, Block, Extraction, Options
-from shared.html import parse_html
+from shared.html import ElementPaths, parse_html
 
 ALL_LANGUAGES = "all"
 AUTO = "auto"
 _DETECTION_WORDS = 3000
+# Where the page's elements are numbered for the way back from jusText's copy: their
+# source line (libxml2 keeps it in 16 bits), or this attribute on larger pages.
+_MAX_SOURCE_LINE = 65535
+_MARK = "data-boilerbench-element"
 
 
 @functools.cache
@@ -109,9 +121,79 @@ class JustextOptions(Options):
         return value
 
 
+class _PagePaths:
+    """Contract paths of the page's elements from jusText's paths into its cleaned copy.
+
+    Made before the copy: it numbers the page's elements in their source-line field,
+    which a copy keeps and jusText does not read (an attribute would do too, but would
+    travel through jusText's SAX events and cost more than the numbering), or in an
+    attribute on pages with more elements than that field can count.
+    jusText's path `/html[1]/body[1]/div[2]` counts, per step, the elements of that
+    name among the children of the step before (as XPath does); each parent's children
+    are counted once, when a path first passes through it."""
+
+    def __init__(self, root: etree._Element) -> None:
+        self._originals = list(root.iter(etree.Element))
+        self._by_line = len(self._originals) <= _MAX_SOURCE_LINE
+        if self._by_line:
+            for number, element in enumerate(self._originals, 1):
+                element.sourceline = number
+        else:
+            for number, element in enumerate(self._originals, 1):
+                element.set(_MARK, str(number))
+        self._children: dict[etree._Element, dict[tuple[str, int], etree._Element]] = {}
+        self._found: dict[str, etree._Element] = {}
+        self._paths = ElementPaths()
+
+    def path(self, copy: etree._Element, justext_xpath: str) -> str | None:
+        """The page's path of the element that `justext_xpath` names in `copy`."""
+        element = self._element(copy, justext_xpath)
+        if element is None:
+            return None
+        number = element.sourceline if self._by_line else int(element.get(_MARK) or 0)
+        return self._paths.path(self._originals[number - 1]) if number else None
+
+    def _element(self, copy: etree._Element, justext_xpath: str) -> etree._Element | None:
+        """The element of `copy` at `justext_xpath`, found from the nearest ancestor
+        found before (paragraphs follow each other, so most are one step away)."""
+        found = self._found
+        if not found:
+            found[f"/{copy.tag}[1]"] = copy
+        steps: list[str] = []
+        prefix = justext_xpath
+        while prefix not in found:
+            prefix, _, step = prefix.rpartition("/")
+            if not prefix:
+                return None
+            steps.append(step)
+        element = found[prefix]
+        for step in reversed(steps):
+            name, _, order = step.rpartition("[")
+            element = self._named_children(element).get((name, int(order[:-1])))
+            if element is None:
+                return None
+            prefix = f"{prefix}/{step}"
+            found[prefix] = element
+        return element
+
+    def _named_children(self, parent: etree._Element
+                        ) -> dict[tuple[str, int], etree._Element]:
+        named = self._children.get(parent)
+        if named is None:
+            named = {}
+            seen: dict[str, int] = {}
+            for child in parent:
+                if isinstance(child.tag, str):
+                    seen[child.tag] = order = seen.get(child.tag, 0) + 1
+                    named[(child.tag, order)] = child
+            self._children[parent] = named
+        return named
+
+
 def extract(html: str, options: JustextOptions, url: str | None = None) -> Extraction:
     root = parse_html(html)
     declared = root.get("lang") or root.get("{http://www.w3.org/XML/1998/namespace}lang")
+    page_paths = _PagePaths(root)
     dom = jt.preprocessor(root)
     paragraphs = jt.ParagraphMaker.make_paragraphs(dom)
     language = options.language
@@ -129,7 +211,7 @@ def extract(html: str, options: JustextOptions, url: str | None = None) -> Extra
             text=p.text,
             is_content=p.class_type == "good",
             score=round(p.stopwords_density(load_stoplist(language)), 4),
-            path=p.xpath,
+            path=page_paths.path(dom, p.xpath),
             label=p.class_type,
         )
         for p in paragraphs
@@ -147,10 +229,14 @@ ALGORITHM = Algorithm(
     name="justext",
     version=version("justext"),
     description="jusText: paragraphs classified by length, stopword density and link "
-    "density, then revised by their neighbours. Block score: stopword density.",
+    "density, then revised by their neighbours.",
     reference="Pomikálek, J. Removing Boilerplate and Duplicate Content from Web Corpora "
     "(PhD thesis, Masaryk University, 2011); https://github.com/miso-belica/jusText",
     options_model=JustextOptions,
     extract=extract,
+    score="Stopword density: the share of the paragraph's words in the stoplist used, "
+    "jusText's main feature (not a probability); its final class, good or bad, is `label`.",
+    score_range=(0.0, 1.0),
+    path_tree="libxml2",
     warm_up=_warm_up,
 )

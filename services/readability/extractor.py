@@ -18,7 +18,7 @@ from importlib.metadata import version
 from pydantic import Field
 from readability import Document
 
-from shared.blockmap import label_blocks
+from shared.blockmap import SUPPORT_SCORE, label_blocks
 from shared.contract import Algorithm, Extraction, Options
 from shared.html import clean_text, parse_html, text_blocks, visible_text
 
@@ -68,9 +68,12 @@ ALGORITHM = Algorithm(
     version=version("readability-lxml"),
     description="readability-lxml: Arc90 Readability's candidate scoring (peer). Text: the "
     "visible text of its summary; blocks: the page's text blocks, content when most of "
-    "their tokens align with it; score: the aligned share.",
+    "their tokens align with it.",
     reference="Arc90 Readability (2009); Python port readability-lxml, "
     "https://github.com/buriy/python-readability",
+    score=SUPPORT_SCORE,
+    score_range=(0.0, 1.0),
+    path_tree="libxml2",
     options_model=ReadabilityOptions,
     extract=extract,
 )

@@ -17,7 +17,7 @@ from importlib.metadata import version
 from pydantic import Field
 from resiliparse.extract.html2text import extract_plain_text
 
-from shared.blockmap import label_blocks
+from shared.blockmap import SUPPORT_SCORE, label_blocks
 from shared.contract import Algorithm, Extraction, Options
 from shared.html import clean_text, parse_html, text_blocks
 
@@ -61,10 +61,13 @@ ALGORITHM = Algorithm(
     version=version("resiliparse"),
     description="Resiliparse HTML2Text main-content extraction (peer). Text: its plain-text "
     "output; blocks: the page's text blocks, content when most of their tokens align with "
-    "it; score: the aligned share.",
+    "it.",
     reference="Bevendorff, J., Gupta, S., Kiesel, J., Stein, B. An Empirical Comparison of Web "
     "Content Extraction Algorithms (SIGIR 2023); https://github.com/chatnoir-eu/chatnoir-"
     "resiliparse",
+    score=SUPPORT_SCORE,
+    score_range=(0.0, 1.0),
+    path_tree="libxml2",
     options_model=ResiliparseOptions,
     extract=extract,
 )

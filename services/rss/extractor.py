@@ -395,10 +395,15 @@ ALGORITHM = Algorithm(
     version="1.0",
     description="RSS-feed algorithm: the page's item in its RSS/Atom feed (by link, then by "
     "title) marks the blocks its text supports; a summary-only item grows them into their "
-    "DOM region. Score: the block's share of tokens aligned with the item. Feeds parsed "
+    "DOM region. Feeds parsed "
     f"with {_versions(['defusedxml'])}; matching with {_versions(['rapidfuzz'])}.",
     reference="Specification of the evaluation framework (thesis appendix B), feature f5 "
     "'Evaluation and Implementation RSS feed algorithm'; seeds/002",
     options_model=RssOptions,
     extract=extract,
+    score="The share of the block's tokens aligned with the feed item's text (one longest "
+    "common subsequence over the page); content above one half, or grown into the item's "
+    "region (`label`: supported, grown, boilerplate).",
+    score_range=(0.0, 1.0),
+    path_tree="libxml2",
 )

@@ -23,7 +23,7 @@ import trafilatura
 from pydantic import Field
 from trafilatura.deduplication import LRUCache
 
-from shared.blockmap import label_blocks
+from shared.blockmap import SUPPORT_SCORE, label_blocks
 from shared.contract import Algorithm, Extraction, Options
 from shared.html import clean_text, parse_html, text_blocks
 
@@ -84,9 +84,12 @@ ALGORITHM = Algorithm(
     version=version("trafilatura"),
     description="trafilatura: rule-based main-text extraction with readability and jusText "
     "fallbacks (peer). Text: trafilatura's output; blocks: the page's text blocks, content "
-    "when most of their tokens align with it; score: the aligned share.",
+    "when most of their tokens align with it.",
     reference="Barbaresi, A. Trafilatura: A Web Scraping Library and Command-Line Tool for "
     "Text Discovery and Extraction (ACL 2021 demos); https://github.com/adbar/trafilatura",
+    score=SUPPORT_SCORE,
+    score_range=(0.0, 1.0),
+    path_tree="libxml2",
     options_model=TrafilaturaOptions,
     extract=extract,
 )
