@@ -406,7 +406,9 @@ def extract(html: str, options: EchoOptions, url: str | None) -> Extraction:
 
 
 ALGORITHM = Algorithm(name="echo", version="1", description="All visible text.",
-                      reference="none", options_model=EchoOptions, extract=extract)
+                      reference="none", options_model=EchoOptions, extract=extract,
+                      score="none: the echo service returns no blocks",
+                      score_range=(0.0, 1.0), path_tree=None)
 '''
 
 
