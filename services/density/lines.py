@@ -10,7 +10,7 @@ current line, and a block-level tag (shared.html.BLOCK_LEVEL) ends the line.
 
 A line's "HTML bytes" are the characters of the decoded source it took: its own
 text and the inline tags between its text, plus all markup since the previous
-line's last text (end tags, block tags, scripts, comments), as in the seed.
+line's last text (end tags, block tags, scripts, comments), as in the article.
 Characters rather than encoded bytes, so that a line of plain text has density 1
 whatever its script. Markup after the last line belongs to no line.
 """

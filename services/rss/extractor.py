@@ -398,7 +398,7 @@ ALGORITHM = Algorithm(
     "DOM region. Feeds parsed "
     f"with {_versions(['defusedxml'])}; matching with {_versions(['rapidfuzz'])}.",
     reference="Specification of the evaluation framework (thesis appendix B), feature f5 "
-    "'Evaluation and Implementation RSS feed algorithm'; seeds/002",
+    "'Evaluation and Implementation RSS feed algorithm'",
     options_model=RssOptions,
     extract=extract,
     score="The share of the block's tokens aligned with the feed item's text (one longest "
