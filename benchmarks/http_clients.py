@@ -36,9 +36,9 @@ import aiohttp  # noqa: E402
 import httpx  # noqa: E402
 from speed import machine  # noqa: E402
 
-from orchestrator.datasets import open_dataset_dir  # noqa: E402
 from orchestrator.launcher import LocalStack  # noqa: E402
 from orchestrator.runner import _encode_json, _request_body  # noqa: E402
+from orchestrator.testsets import open_dataset_dir  # noqa: E402
 from shared.datasets import dataset_dir  # noqa: E402
 from tests.servers import free_port  # noqa: E402
 

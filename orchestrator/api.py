@@ -21,7 +21,7 @@ At most `max_running_runs` runs execute at once; later ones wait as "pending",
 and past `max_queued_runs` waiting, POST /runs is refused with 429 and a
 Retry-After. An uploaded archive is unpacked in a worker thread, one at a time,
 into a folder of its own under `uploads` (limits counted on the real unpacked
-bytes, see orchestrator/datasets.py), which the run reads from and which is
+bytes, see orchestrator/testsets.py), which the run reads from and which is
 deleted with it; its pages are not copied into the store.
 
 Errors are JSON `{"error", "detail"}` like the services'. The service URLs come
@@ -56,14 +56,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.datastructures import UploadFile
 
 from orchestrator.config import ConfigError, RunConfig, load_config
-from orchestrator.datasets import (
-    ArchiveLimits,
-    Dataset,
-    DatasetError,
-    DatasetIn,
-    archive_dataset_folders,
-    unpack_archive,
-)
 from orchestrator.pagediff import page_diff
 from orchestrator.runner import (
     DatasetSource,
@@ -78,6 +70,14 @@ from orchestrator.runner import (
 from orchestrator.service_options import OptionsError, check_options
 from orchestrator.statistics import ranked, summarize
 from orchestrator.store import UNFINISHED, Store, StoreError
+from orchestrator.testsets import (
+    ArchiveLimits,
+    Dataset,
+    DatasetError,
+    DatasetIn,
+    archive_dataset_folders,
+    unpack_archive,
+)
 from shared.answer import ServiceError, validation_message
 from shared.datasets import datasets_root
 from shared.openapi import document_bodies, install_offline_docs

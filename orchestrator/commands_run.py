@@ -35,7 +35,6 @@ from rich.table import Table
 
 from orchestrator.cli import app
 from orchestrator.config import LEGACY_STORE, ConfigError, RunConfig, load_config
-from orchestrator.datasets import SCRAPINGHUB_URL, DatasetError, download_scrapinghub
 from orchestrator.launcher import LocalStack, StackError, free_port
 from orchestrator.models import PageResult
 from orchestrator.predictions import PredictionsError, prediction_rows
@@ -51,6 +50,7 @@ from orchestrator.runner import (
 from orchestrator.service_options import OptionsError, check_options
 from orchestrator.statistics import RANK_KEYS, ranked, summarize
 from orchestrator.store import UNFINISHED, Store, StoreError
+from orchestrator.testsets import SCRAPINGHUB_URL, DatasetError, download_scrapinghub
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 console = Console(stderr=True)

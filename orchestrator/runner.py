@@ -72,11 +72,11 @@ import aiohttp
 import orjson
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from orchestrator.datasets import Dataset, Page, in_memory, open_folder
 from orchestrator.models import PageResult, PageScores, RunInfo
 from orchestrator.predictions import MISSING, lookup, read_predictions, write_predictions
 from orchestrator.scoring import PageReference, prepare_page, score_empty, score_extraction
 from orchestrator.store import Store
+from orchestrator.testsets import Dataset, LabelledPage, in_memory, open_folder
 from shared.answer import ServiceError, finish_reply
 from shared.contract import Block, ExtractReply
 from shared.decoding import NotHTMLError
@@ -506,7 +506,7 @@ class _Prepared:
     """`reason` is an error of scoring (a time limit), not a page to skip."""
 
 
-def _prepare(page: Page) -> _Prepared:
+def _prepare(page: LabelledPage) -> _Prepared:
     try:
         html = page.html_text()
     except NotHTMLError as exc:
@@ -526,14 +526,16 @@ class PreparedPages:
     bounded memory.
     """
 
-    def __init__(self, load: Callable[[Dataset, str], Coroutine[Any, Any, tuple[Page, _Prepared]]],
+    def __init__(self,
+                 load: Callable[[Dataset, str],
+                                Coroutine[Any, Any, tuple[LabelledPage, _Prepared]]],
                  needed: dict[tuple[str, str], int], limit: int = 256) -> None:
         self.load = load
         self.needed = dict(needed)
         self.limit = limit
-        self.entries: dict[tuple[str, str], asyncio.Task[tuple[Page, _Prepared]]] = {}
+        self.entries: dict[tuple[str, str], asyncio.Task[tuple[LabelledPage, _Prepared]]] = {}
 
-    async def get(self, dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
+    async def get(self, dataset: Dataset, page_id: str) -> tuple[LabelledPage, _Prepared]:
         key = (dataset.name, page_id)
         entry = self.entries.get(key)
         if entry is None:
@@ -653,7 +655,7 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
             if store.status(run_id) == "cancelled":
                 raise RunCancelledError(f"run {run_id} was cancelled")
 
-    def load_and_prepare(dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
+    def load_and_prepare(dataset: Dataset, page_id: str) -> tuple[LabelledPage, _Prepared]:
         started = time.perf_counter()
         page = dataset.page(page_id)
         prepared = _prepare(page)
@@ -661,7 +663,7 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
             timings.add("prepare", time.perf_counter() - started)
         return page, prepared
 
-    async def run_service(dataset: Dataset, page: Page, prepared: _Prepared,
+    async def run_service(dataset: Dataset, page: LabelledPage, prepared: _Prepared,
                           service: str) -> None:
         base = {"run_id": run_id, "dataset": dataset.name, "page_id": page.id,
                 "service": service}
@@ -714,12 +716,12 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
         for dataset, page_id in items:
             key = (dataset.name, page_id)
             pending_services[key] = pending_services.get(key, 0) + 1
-    async def load_in_worker(dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
+    async def load_in_worker(dataset: Dataset, page_id: str) -> tuple[LabelledPage, _Prepared]:
         try:
-            loaded: tuple[Page, _Prepared] = await in_thread(
+            loaded: tuple[LabelledPage, _Prepared] = await in_thread(
                 functools.partial(load_and_prepare, dataset, page_id))
         except TimeoutError:
-            return (Page(dataset.name, page_id, b"", ""),
+            return (LabelledPage(dataset.name, page_id, b"", ""),
                     _Prepared(None, None, _scoring_too_slow(limit), unscored=True))
         return loaded
 

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.config import RunConfig, load_config
-from orchestrator.datasets import open_folder
+from orchestrator.testsets import open_folder
 
 PAGE = "<html><body><article><p>{}</p></article><nav>Home About</nav></body></html>"
 GOLD = "Le café du coin ouvre à sept heures tous les matins de la semaine."

@@ -36,11 +36,11 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from orchestrator.datasets import Page, in_memory, open_dataset_dir
 from orchestrator.launcher import LocalStack
 from orchestrator.models import PageResult, RunInfo
 from orchestrator.runner import RunSpec, create_run, execute_run
 from orchestrator.store import Store
+from orchestrator.testsets import LabelledPage, in_memory, open_dataset_dir
 from tests.servers import local_stack, serve_app
 
 pytestmark = pytest.mark.e2e
@@ -49,10 +49,10 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "orchestrator" / "sample"
 
 
-def sample_pages(name: str, copies: int) -> list[Page]:
+def sample_pages(name: str, copies: int) -> list[LabelledPage]:
     """The sample set's pages, repeated under new ids."""
     dataset = open_dataset_dir(SAMPLE)
-    return [Page(name, f"{page.id}-{i}", page.html, page.gold)
+    return [LabelledPage(name, f"{page.id}-{i}", page.html, page.gold)
             for i in range(copies) for page in dataset.pages()]
 
 

@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestrator.datasets import open_dataset_dir
 from orchestrator.launcher import LocalStack, wait_healthy
+from orchestrator.testsets import open_dataset_dir
 from tests.servers import free_port, local_stack
 
 pytestmark = pytest.mark.e2e

@@ -37,8 +37,6 @@ from typer.testing import CliRunner
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.cli import app as cli_app
 from orchestrator.config import RunConfig
-from orchestrator.datasets import Page as DatasetPage
-from orchestrator.datasets import in_memory
 from orchestrator.models import PageResult, RunInfo
 from orchestrator.report import write_outputs
 from orchestrator.runner import (
@@ -49,6 +47,7 @@ from orchestrator.runner import (
     execute_run,
 )
 from orchestrator.store import Store, StoreError
+from orchestrator.testsets import LabelledPage, in_memory
 from shared.html import parse_html, text_blocks
 from tests.helpers import overlapping_zip, tar_bytes
 from tests.servers import serve_app
@@ -77,8 +76,8 @@ class InstantExtractor:
         return None
 
 
-def _pages(count: int, html: str = PAGE) -> list[DatasetPage]:
-    return [DatasetPage("set", f"p{i:03d}", html, GOLD) for i in range(count)]
+def _pages(count: int, html: str = PAGE) -> list[LabelledPage]:
+    return [LabelledPage("set", f"p{i:03d}", html, GOLD) for i in range(count)]
 
 
 # ---------------------------------------------------------------- scoring: linear, limited
@@ -104,7 +103,7 @@ def test_block_paths_match_lxml_and_take_linear_work() -> None:
 def test_a_page_past_the_scoring_time_limit_is_an_unscored_error(tmp_path: Path) -> None:
     store = Store(tmp_path / "store.sqlite")
     huge = "<html><body>" + "<p>word another</p>" * 300_000 + "</body></html>"
-    pages = [DatasetPage("set", "huge", huge, GOLD), *_pages(2)]
+    pages = [LabelledPage("set", "huge", huge, GOLD), *_pages(2)]
     spec = RunSpec(datasets=[], services=["justext"], scoring_time_limit_s=0.3,
                    output_folder=str(tmp_path / "out"))
     run_id = create_run(store, spec, memory=[in_memory("set", pages)])

@@ -16,7 +16,6 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from orchestrator.datasets import open_dataset_dir
 from orchestrator.models import PageResult
 from orchestrator.runner import (
     GIL_SWITCH_INTERVAL_S,
@@ -32,6 +31,7 @@ from orchestrator.runner import (
     folder_source,
 )
 from orchestrator.store import Store
+from orchestrator.testsets import open_dataset_dir
 from shared.html import parse_html, text_blocks
 from tests.helpers import independent_bag_f1
 from tests.servers import free_port, serve_app

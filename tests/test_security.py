@@ -11,7 +11,7 @@
   from allow-listed hosts, the orchestrator takes datasets by path under its
   allowed roots only and never service URLs from a request.
 - The orchestrator's upload refuses archive bombs, absolute paths, `..` and links
-  (the library-level cases are in tests/test_datasets.py; here the HTTP replies).
+  (the library-level cases are in tests/test_testsets.py; here the HTTP replies).
 
 Kit-level checks that need no extraction run in-process (httpx's ASGITransport
 without the lifespan: the token and the size limit answer before any worker is

@@ -26,8 +26,8 @@ from shared.tokens import tokenize
 from shared.training import (
     Classifier,
     Learner,
-    Page,
     Rule,
+    TrainingPage,
     Units,
     rules,
     stack,
@@ -49,12 +49,12 @@ def page_lines(html: str) -> Units:
         tokenize(line.text) for line in lines]
 
 
-def fit_mlp(params: NetworkParams, seed: int, pages: Sequence[Page]) -> Mlp:
+def fit_mlp(params: NetworkParams, seed: int, pages: Sequence[TrainingPage]) -> Mlp:
     x, y, w = stack(pages, len(FEATURES))
     return train_mlp(x, y, w, params, seed)
 
 
-def fit_gbdt(params: TreeParams, seed: int, pages: Sequence[Page]) -> Gbdt:
+def fit_gbdt(params: TreeParams, seed: int, pages: Sequence[TrainingPage]) -> Gbdt:
     x, y, w = stack(pages, len(FEATURES))
     return train_gbdt(x, y, w, params, seed)
 

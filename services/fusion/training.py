@@ -23,8 +23,8 @@ from shared.learners import TreeParams, train_gbdt
 from shared.training import (
     Classifier,
     Learner,
-    Page,
     Rule,
+    TrainingPage,
     Units,
     rules,
     stack,
@@ -53,7 +53,7 @@ def page_blocks(html: str) -> Units:
     return page.matrix, [b.text for b in page.blocks], page.tokens
 
 
-def fit(params: TreeParams, seed: int, pages: Sequence[Page]) -> Gbdt:
+def fit(params: TreeParams, seed: int, pages: Sequence[TrainingPage]) -> Gbdt:
     x, y, w = stack(pages, len(FEATURES))
     return train_gbdt(x, y, w, params, seed)
 
@@ -65,7 +65,7 @@ def _build(name: str, classifier: Classifier, rule: Rule, metadata: dict[str, An
 
 
 def learner(seed: int, candidates: Mapping[str, TreeParams]) -> Learner:
-    fits: dict[str, Callable[[Sequence[Page]], Classifier]] = {
+    fits: dict[str, Callable[[Sequence[TrainingPage]], Classifier]] = {
         name: functools.partial(fit, params, seed) for name, params in candidates.items()}
     return Learner(
         service="fusion", unit_name="blocks", units=page_blocks, n_features=len(FEATURES),

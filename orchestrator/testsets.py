@@ -46,7 +46,7 @@ class DatasetError(ValueError):
 
 
 @dataclass(frozen=True)
-class Page:
+class LabelledPage:
     """One test page. `html` is raw bytes (from files; decoded like the services do)
     or text (from JSON)."""
 
@@ -69,14 +69,14 @@ class Dataset:
 
     name: str
     ids: list[str]
-    loader: Callable[[str], Page]
+    loader: Callable[[str], LabelledPage]
     warnings: list[str] = field(default_factory=list)
     has_feeds: bool = False
 
-    def page(self, page_id: str) -> Page:
+    def page(self, page_id: str) -> LabelledPage:
         return self.loader(page_id)
 
-    def pages(self) -> Iterator[Page]:
+    def pages(self) -> Iterator[LabelledPage]:
         for page_id in self.ids:
             yield self.loader(page_id)
 
@@ -172,10 +172,10 @@ def open_folder(name: str, html_folder: Path, content_folder: Path,
     feed_by_id = {n.rpartition(".")[0]: p for n, p in feed_files.items()
                   if n.endswith(FEED_SUFFIX)}
 
-    def load(page_id: str) -> Page:
+    def load(page_id: str) -> LabelledPage:
         feed = feed_by_id.get(page_id)
         gold, note = read_gold_checked(gold_files[f"{page_id}{GOLD_SUFFIX}"].read_bytes())
-        return Page(
+        return LabelledPage(
             dataset=name, id=page_id, html=html_by_id[page_id].read_bytes(), gold=gold,
             feed=read_gold(feed.read_bytes()) if feed is not None else None,
             notes=(f"content/{page_id}{GOLD_SUFFIX} is {note}",) if note else (),
@@ -195,7 +195,7 @@ def open_dataset_dir(folder: Path, name: str | None = None) -> Dataset:
                        feeds if feeds.is_dir() else None)
 
 
-def in_memory(name: str, pages: list[Page], warnings: list[str] | None = None) -> Dataset:
+def in_memory(name: str, pages: list[LabelledPage], warnings: list[str] | None = None) -> Dataset:
     """A test set held in memory (JSON bodies, archives, pages kept in the store)."""
     by_id = {page.id: page for page in pages}
     if len(by_id) != len(pages):
@@ -224,7 +224,7 @@ class DatasetIn(BaseModel):
     pages: list[PageIn] = Field(min_length=1)
 
     def dataset(self) -> Dataset:
-        return in_memory(self.name, [Page(self.name, p.id, p.html, p.gold, p.feed)
+        return in_memory(self.name, [LabelledPage(self.name, p.id, p.html, p.gold, p.feed)
                                      for p in self.pages])
 
 
@@ -563,11 +563,3 @@ async def download_scrapinghub(target: Path, source_url: str = SCRAPINGHUB_URL,
         "ground-truth.json.\n", encoding="utf-8")
     return len(truth)
 
-
-def check_html(page: Page) -> str | None:
-    """Why a page cannot be used (not decodable as HTML), or None."""
-    try:
-        page.html_text()
-    except NotHTMLError as exc:
-        return str(exc)
-    return None

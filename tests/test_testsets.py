@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.datasets import (
+from orchestrator.testsets import (
     ArchiveError,
     ArchiveLimits,
     DatasetError,
