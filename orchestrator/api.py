@@ -165,7 +165,8 @@ def _resolve_dataset(path: str, roots: list[Path]) -> Path:
 
 
 def _spec_from(config: RunConfig, services: list[str] | None,
-               options: dict[str, dict[str, Any]], backend: str | None) -> RunSpec:
+               options: dict[str, dict[str, Any]],
+               backend: Literal["http", "embedded"] | None) -> RunSpec:
     names = services or config.services
     unknown = [n for n in names if n not in SERVICES]
     if unknown or not names:
@@ -179,14 +180,7 @@ def _spec_from(config: RunConfig, services: list[str] | None,
         check_options({**config.options, **options})
     except OptionsError as exc:
         raise ServiceError(422, "invalid_options", str(exc)) from None
-    mode = backend or ("embedded" if config.mode == "embedded" else "http")
-    return RunSpec(
-        datasets=[], services=names, options={**config.options, **options},
-        backend="embedded" if mode == "embedded" else "http", urls=config.urls,
-        concurrency=config.concurrency, workers=config.workers, timeout_s=config.timeout_s,
-        retries=config.retries, backoff_s=config.backoff_s, service_token=config.service_token,
-        output_folder=str(config.output_folder.resolve()),
-    )
+    return config.run_spec(services=names, options=options, backend=backend)
 
 
 def create_app(settings: ApiSettings | None = None, config: RunConfig | None = None) -> FastAPI:

@@ -238,15 +238,8 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
         raise typer.Exit(2) from None
     if not sets:
         sets = [("sample", SAMPLE_DIR / "html", SAMPLE_DIR / "content", SAMPLE_DIR / "feeds")]
-    local = config.mode == "local"
-    spec = RunSpec(
-        datasets=[], services=config.services if services is None else services,
-        predictions=predictions or {}, rank_by=rank_by, options=config.options,
-        backend="embedded" if config.mode == "embedded" else "http", urls=config.urls,
-        local=local, concurrency=config.concurrency, workers=config.workers,
-        timeout_s=config.timeout_s, retries=config.retries, backoff_s=config.backoff_s,
-        service_token=config.service_token, output_folder=str(config.output_folder.resolve()),
-    )
+    spec = config.run_spec(services=services, predictions=predictions, rank_by=rank_by,
+                           local=config.mode == "local")
     try:
         run_id = create_run(db, spec, [folder_source(*s) for s in sets])
     except (DatasetError, ValueError) as exc:  # PredictionsError is a ValueError
