@@ -173,16 +173,6 @@ def bootstrap_cis(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RES
     return [(float(bounds[0, i]), float(bounds[1, i])) for i in range(k)]
 
 
-def bootstrap_ci(values: Sequence[float] | NDArray[np.float64], *,
-                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
-                 level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of one figure."""
-    data = np.asarray(values, dtype=np.float64)
-    if data.size == 0:
-        raise ValueError("bootstrap of no values")
-    return bootstrap_cis(data[None, :], resamples=resamples, seed=seed, level=level)[0]
-
-
 def describe_many(values: NDArray[np.float64]) -> list[MetricSummary]:
     """Mean, median, sample standard deviation and bootstrap 95% interval of each row
     of a k x n matrix of per-page figures."""

@@ -23,7 +23,6 @@ import re
 import stat
 import struct
 import tarfile
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -453,22 +452,6 @@ def archive_dataset_folders(root: Path, files: Iterable[PurePosixPath], name: st
         shown = ", ".join(stray[:20]) + (f" and {len(stray) - 20} more" if len(stray) > 20 else "")
         warnings.append(f"files outside any html/ or content/ folder: {shown}")
     return found, warnings
-
-
-def datasets_from_archive(data: bytes, name: str = "upload",
-                          limits: ArchiveLimits | None = None) -> list[Dataset]:
-    """Every test set in an archive, unpacked in a temporary folder and loaded into
-    memory (see archive_dataset_folders for the layout)."""
-    with tempfile.TemporaryDirectory(prefix="boilerbench-archive-") as temp:
-        root = Path(temp) / "archive"
-        files = unpack_archive(data, root, limits)
-        folders, warnings = archive_dataset_folders(root, files, name)
-        datasets = []
-        for set_name, folder in folders:
-            on_disk = open_dataset_dir(folder, set_name)
-            datasets.append(in_memory(set_name, list(on_disk.pages()), on_disk.warnings))
-    datasets[0].warnings.extend(warnings)
-    return datasets
 
 
 # ---------------------------------------------------------------------------------------

@@ -130,7 +130,7 @@ def test_service_killed_and_restarted_mid_run_loses_no_page(
     two_services.kill("justext")  # SIGKILL to the process group: uvicorn and its workers
     killed_at = len(rows(store_path, run_id))
     time.sleep(0.5)
-    two_services.restart("justext", timeout=120)
+    two_services.start(timeout=120, names=["justext"])
     assert two_services.processes["justext"].process.pid != old_pid
     runner.join(timeout=300)
     assert not runner.is_alive(), "the run did not finish"

@@ -10,6 +10,7 @@ import http.server
 import io
 import json
 import tarfile
+import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,12 +21,15 @@ from pydantic import ValidationError
 from orchestrator.testsets import (
     ArchiveError,
     ArchiveLimits,
+    Dataset,
     DatasetError,
     DatasetIn,
-    datasets_from_archive,
+    archive_dataset_folders,
     download_scrapinghub,
+    in_memory,
     open_dataset_dir,
     pair_names,
+    unpack_archive,
 )
 from shared.tokens import tokenize
 from tests.helpers import tar_bytes
@@ -95,6 +99,23 @@ def test_json_pages() -> None:
         DatasetIn.model_validate({"pages": [{"id": "../x", "html": "", "gold": ""}]})
     with pytest.raises(DatasetError, match="not unique"):
         DatasetIn.model_validate({"pages": [{"id": "a", "html": "", "gold": ""}] * 2}).dataset()
+
+
+def datasets_from_archive(data: bytes, name: str = "upload",
+                          limits: ArchiveLimits | None = None) -> list[Dataset]:
+    """The test sets of an archive as the API reads an upload (unpack_archive, then
+    archive_dataset_folders), loaded into memory; the archive's warnings go to the
+    first set."""
+    with tempfile.TemporaryDirectory() as temp:
+        root = Path(temp) / "archive"
+        files = unpack_archive(data, root, limits)
+        folders, warnings = archive_dataset_folders(root, files, name)
+        sets = []
+        for set_name, folder in folders:
+            on_disk = open_dataset_dir(folder, set_name)
+            sets.append(in_memory(set_name, list(on_disk.pages()), on_disk.warnings))
+    sets[0].warnings.extend(warnings)
+    return sets
 
 
 def _zip(members: dict[str, bytes]) -> bytes:
