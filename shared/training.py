@@ -97,6 +97,12 @@ def _labelled(job: tuple[Labeller, Path, str]) -> TrainingPage | str:
     return TrainingPage(dataset.name, page_id, features, labels, tokens, Counter(gold_tokens))
 
 
+def label_rule(unit: str) -> str:
+    """How `load_datasets` labels a `unit` ("line", "block"), for a model file's metadata."""
+    return (f"a {unit} is content when more than half of its tokens align with the gold "
+            "tokens (shared.blockmap.block_support)")
+
+
 def load_datasets(datasets: Sequence[Path], units: Labeller, unit_name: str,
                   limit: int | None = None, workers: int = 1
                   ) -> tuple[list[TrainingPage], list[dict[str, Any]]]:

@@ -19,15 +19,15 @@ from typing import Any
 from services.fusion.features import FEATURES, page_features
 from services.fusion.model import FusionModel, read_model
 from shared.gbdt import Gbdt
-from shared.learners import TreeParams, train_gbdt
+from shared.learners import TreeParams, fit_gbdt
 from shared.training import (
     Classifier,
     Learner,
     Rule,
     TrainingPage,
     Units,
+    label_rule,
     rules,
-    stack,
     train_model,
 )
 
@@ -53,11 +53,6 @@ def page_blocks(html: str) -> Units:
     return page.matrix, [b.text for b in page.blocks], page.tokens
 
 
-def fit(params: TreeParams, seed: int, pages: Sequence[TrainingPage]) -> Gbdt:
-    x, y, w = stack(pages, len(FEATURES))
-    return train_gbdt(x, y, w, params, seed)
-
-
 def _build(name: str, classifier: Classifier, rule: Rule, metadata: dict[str, Any]
            ) -> FusionModel:
     assert isinstance(classifier, Gbdt)
@@ -66,7 +61,8 @@ def _build(name: str, classifier: Classifier, rule: Rule, metadata: dict[str, An
 
 def learner(seed: int, candidates: Mapping[str, TreeParams]) -> Learner:
     fits: dict[str, Callable[[Sequence[TrainingPage]], Classifier]] = {
-        name: functools.partial(fit, params, seed) for name, params in candidates.items()}
+        name: functools.partial(fit_gbdt, params, seed, len(FEATURES))
+        for name, params in candidates.items()}
     return Learner(
         service="fusion", unit_name="blocks", units=page_blocks, n_features=len(FEATURES),
         candidates=fits, rules=rules(CUTS, KERNELS), build=_build,
@@ -74,8 +70,7 @@ def learner(seed: int, candidates: Mapping[str, TreeParams]) -> Learner:
         description={
             "features": list(FEATURES),
             "hyperparameters": {name: params.to_json() for name, params in candidates.items()},
-            "labels": "a block is content when more than half of its tokens align with the "
-                      "gold tokens (shared.blockmap.block_support)",
+            "labels": label_rule("block"),
             "peers": "the other services' figures on the same pages and metric: "
                      "benchmarks/quality.py",
         })
