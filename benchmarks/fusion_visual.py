@@ -22,17 +22,15 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import common  # noqa: F401  (the repository on sys.path)
 import numpy as np
+from common import REPO, require_dataset
 
 from services.cetd.extractor import weighted_median
 from services.fusion.features import FEATURES, page_features
 from services.fusion.training import Hyperparameters, cross_dataset
-from shared.datasets import dataset_dir
 from shared.layout import layout
 from shared.training import Units, load_datasets
 
-REPO = Path(__file__).resolve().parent.parent
 DATASETS = "scrapinghub,cleaneval,chaos,cleanportaleval"
 VISUAL = ("rendered", "centrality", "x_centre", "y_in_page", "screens_down", "width",
           "font_size_ratio", "font_weight")
@@ -73,12 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
-    folders = []
-    for name in args.datasets.split(","):
-        folder = dataset_dir(name.strip())
-        if folder is None:
-            raise SystemExit(f"dataset {name!r} not found (set BOILERBENCH_DATASETS)")
-        folders.append(folder)
+    folders = [require_dataset(name.strip()) for name in args.datasets.split(",")]
     start = time.perf_counter()
     pages, _ = load_datasets(folders, visual_blocks, "blocks", args.limit, args.processes)
     loaded = time.perf_counter() - start

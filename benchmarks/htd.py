@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import common  # noqa: F401  (the repository on sys.path)
+from common import REPO
 from quality import PageTask, dataset_tasks
 
 from services.cetd.extractor import ALGORITHM
@@ -37,7 +37,6 @@ from shared.tokens import tokenize
 from shared.training import word_f1
 from shared.workers import descendants
 
-REPO = Path(__file__).resolve().parent.parent
 DATASETS = "scrapinghub,cleaneval,chaos,cleanportaleval"
 MEASURES = ("td", "ctd", "htd")
 

@@ -27,20 +27,16 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-for _path in (REPO, REPO / "benchmarks"):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
+import aiohttp
+import httpx
+from common import REPO
+from speed import machine
 
-import aiohttp  # noqa: E402
-import httpx  # noqa: E402
-from speed import machine  # noqa: E402
-
-from orchestrator.launcher import LocalStack  # noqa: E402
-from orchestrator.runner import _encode_json, _request_body  # noqa: E402
-from orchestrator.testsets import open_dataset_dir  # noqa: E402
-from shared.datasets import dataset_dir  # noqa: E402
-from tests.servers import free_port  # noqa: E402
+from orchestrator.launcher import LocalStack
+from orchestrator.runner import _encode_json, _request_body
+from orchestrator.testsets import open_dataset_dir
+from shared.datasets import dataset_dir
+from tests.servers import free_port
 
 SAMPLE = REPO / "orchestrator" / "sample"
 HEADERS = {"content-type": "application/json"}

@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 
 import httpx
-from common import REPO, served
+from common import REPO
 
 from orchestrator.launcher import parse_service_list
 from shared.settings import ServiceSettings
+from tests.servers import serve_service
 from tests.test_pathological import (
     LIMIT_BYTES,
     PathologicalPage,
@@ -38,7 +39,7 @@ def run_service(name: str, corpus: list[PathologicalPage], time_limit: float) ->
     rows = []
     settings = ServiceSettings(time_limit_s=time_limit, max_body_bytes=LIMIT_BYTES)
     over = PathologicalPage("over_limit_+1_byte", text_page(LIMIT_BYTES + 1))
-    with served(name, settings) as (url, client):
+    with serve_service(name, settings) as (url, client):
         for page in [*corpus, over]:
             params = page_params(name)
             started = time.monotonic()

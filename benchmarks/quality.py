@@ -41,20 +41,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from common import REPO, require_dataset
 
-from orchestrator.insample import in_sample  # noqa: E402
-from orchestrator.models import PageResult  # noqa: E402
-from orchestrator.predictions import read_predictions  # noqa: E402
-from orchestrator.scoring import prepare_page, score_empty, score_extraction  # noqa: E402
-from orchestrator.statistics import ServiceSummary, Summary, summarize  # noqa: E402
-from shared.contract import Algorithm, Block, PageError  # noqa: E402
-from shared.datasets import dataset_dir  # noqa: E402
-from shared.decoding import decode_html  # noqa: E402
-from shared.html import parse_html, text_blocks  # noqa: E402
-from shared.registry import SERVICES  # noqa: E402
+from orchestrator.insample import in_sample
+from orchestrator.models import PageResult
+from orchestrator.predictions import read_predictions
+from orchestrator.scoring import prepare_page, score_empty, score_extraction
+from orchestrator.statistics import ServiceSummary, Summary, summarize
+from shared.contract import Algorithm, Block, PageError
+from shared.decoding import decode_html
+from shared.html import parse_html, text_blocks
+from shared.registry import SERVICES
 
 BASELINE = "visible-text"
 RUN_ID = "quality"
@@ -170,9 +167,7 @@ PUBLISHED = " (published)"
 
 def dataset_tasks(name: str, services: tuple[str, ...], limit: int | None,
                   with_published: bool = True) -> list[PageTask]:
-    folder = dataset_dir(name)
-    if folder is None:
-        raise SystemExit(f"dataset {name!r} not found (set BOILERBENCH_DATASETS)")
+    folder = require_dataset(name)
     published = {f"{path.stem}{PUBLISHED}": read_predictions(path)
                  for path in sorted((folder / "published").glob("*.json"))} \
         if with_published else {}

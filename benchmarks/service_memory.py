@@ -23,11 +23,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import common  # noqa: F401  (puts the repository on sys.path)
 import httpx
+from common import require_dataset
 
 from orchestrator.launcher import LocalStack, free_port, wait_healthy
-from shared.datasets import dataset_dir
 from shared.registry import SERVICES
 from tests.test_memory import tree_rss_bytes
 
@@ -94,9 +93,7 @@ def main() -> None:
     parser.add_argument("--services", default=",".join([*SERVICES, "orchestrator"]))
     parser.add_argument("--dataset", default="scrapinghub")
     args = parser.parse_args()
-    folder = dataset_dir(args.dataset)
-    if folder is None:
-        raise SystemExit(f"dataset {args.dataset} not found (set BOILERBENCH_DATASETS)")
+    folder = require_dataset(args.dataset)
     pages = [p.read_bytes() for p in sorted((folder / "html").glob("*.html"))]
     path = RESULTS / "service_memory.json"
     results = json.loads(path.read_text()) if path.exists() else {"services": {}}

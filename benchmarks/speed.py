@@ -55,14 +55,10 @@ from urllib.parse import urlencode, urlsplit
 from xml.sax.saxutils import escape
 
 import orjson
+from common import REPO, require_dataset
 from lxml import etree
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from shared.datasets import dataset_dir  # noqa: E402
-from shared.registry import SERVICES  # noqa: E402
+from shared.registry import SERVICES
 
 if TYPE_CHECKING:
     from orchestrator.launcher import LocalStack
@@ -667,9 +663,7 @@ def render_markdown(report: dict[str, Any]) -> str:
 def load_pages(datasets: Sequence[str], limit: int | None) -> list[PageRef]:
     pages: list[PageRef] = []
     for name in datasets:
-        folder = dataset_dir(name)
-        if folder is None:
-            raise SystemExit(f"dataset {name!r} not found (see shared/datasets.py)")
+        folder = require_dataset(name)
         urls: dict[str, str] = {}
         index = folder / "index.tsv"
         if index.exists():

@@ -53,17 +53,13 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-for _path in (REPO, REPO / "benchmarks"):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
+from common import REPO, require_dataset
+from speed import machine
 
-from speed import machine  # noqa: E402
-
-import orchestrator.report  # noqa: E402, F401  (imported before any clock starts)
-from orchestrator.launcher import LocalStack, parse_service_list  # noqa: E402
-from orchestrator.models import PageResult  # noqa: E402
-from orchestrator.runner import (  # noqa: E402
+import orchestrator.report  # noqa: F401  (imported before any clock starts)
+from orchestrator.launcher import LocalStack, parse_service_list
+from orchestrator.models import PageResult
+from orchestrator.runner import (
     NO_FEEDS,
     EmbeddedExtractor,
     Extractor,
@@ -75,13 +71,12 @@ from orchestrator.runner import (  # noqa: E402
     open_source,
     write_run_outputs,
 )
-from orchestrator.scoring import prepare_page, score_empty, score_extraction  # noqa: E402
-from orchestrator.store import Store  # noqa: E402
-from shared.contract import Algorithm  # noqa: E402
-from shared.datasets import dataset_dir  # noqa: E402
-from shared.decoding import NotHTMLError  # noqa: E402
-from shared.registry import SERVICES  # noqa: E402
-from tests.servers import free_port  # noqa: E402
+from orchestrator.scoring import prepare_page, score_empty, score_extraction
+from orchestrator.store import Store
+from shared.contract import Algorithm
+from shared.decoding import NotHTMLError
+from shared.registry import SERVICES
+from tests.servers import free_port
 
 MODES = ("serial", "embedded-1", "embedded-2", "local")
 PHASES = ("prepare", "extract", "transport", "parse", "score", "store")
@@ -169,9 +164,7 @@ def limited_sources(datasets: Sequence[str], limit: int | None, tmp: Path,
     pages; with several parts, to every parts-th of those pages from the part-th on."""
     sources = []
     for name in datasets:
-        folder = dataset_dir(name)
-        if folder is None:
-            raise SystemExit(f"dataset {name!r} not found (see shared/datasets.py)")
+        folder = require_dataset(name)
         html, content = folder / "html", folder / "content"
         if limit or parts > 1:
             html, content = tmp / f"{name}-{part}" / "html", tmp / f"{name}-{part}" / "content"

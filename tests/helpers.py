@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from statistics import fmean
 
+import httpx
 import pytest
 
 from orchestrator.scoring import bag_f1
-from shared.contract import Algorithm
+from shared.contract import Algorithm, ErrorReply
 from shared.gbdt import Gbdt
 from shared.html import parse_html, visible_text
 from shared.tokens import tokenize
@@ -64,6 +65,13 @@ def assert_odd_pages_do_not_raise(algorithm: Algorithm, pages: Sequence[str] = O
         reply = algorithm.run(html)
         assert all(b.text for b in reply.blocks)
     assert algorithm.run("<p>only words here</p>").text == "only words here"
+
+
+def assert_error(reply: httpx.Response, status: int) -> ErrorReply:
+    """A JSON error reply (the services' and the API's ErrorReply) of `status`."""
+    assert reply.status_code == status, reply.text[:500]
+    assert reply.headers["content-type"].startswith("application/json")
+    return ErrorReply.model_validate(reply.json())
 
 
 def independent_bag_f1(extract: str, gold: str) -> float:

@@ -1,5 +1,6 @@
-"""Real servers for tests on free ports: an ASGI app under uvicorn, or a plain
-http.server handler, each in a thread; or services as processes (LocalStack)."""
+"""Real servers for tests (and benchmarks) on free ports: an ASGI app under uvicorn, a
+registry service's app, or a plain http.server handler, each in a thread; or services
+as processes (LocalStack)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,12 @@ import httpx
 import uvicorn
 
 from orchestrator.launcher import LocalStack, free_port, wait_healthy
+from shared.registry import SERVICES
+from shared.service import create_service_app
+from shared.settings import ServiceSettings
 
-__all__ = ["free_port", "local_stack", "serve_app", "serve_http", "serve_process"]
+__all__ = ["free_port", "local_stack", "serve_app", "serve_http", "serve_process",
+           "serve_service"]
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -56,6 +61,15 @@ def serve_app(app: Any, ready_path: str | None = "/health",
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@contextmanager
+def serve_service(name: str, settings: ServiceSettings) -> Iterator[tuple[str, httpx.Client]]:
+    """Service `name`'s real app (worker processes and all) under uvicorn on a free
+    loopback port with `settings`, until the block ends: its base URL and a client."""
+    app = create_service_app(SERVICES[name].algorithm(), settings)
+    with serve_app(app) as url, httpx.Client() as client:
+        yield url, client
 
 
 @contextmanager

@@ -24,10 +24,9 @@ import pytest
 from shared.contract import ErrorReply, ExtractReply
 from shared.html import parse_html, text_blocks
 from shared.registry import SERVICES
-from shared.service import create_service_app
 from shared.settings import ServiceSettings
 from tests.helpers import RSS_FEED, RSS_URL
-from tests.servers import serve_app
+from tests.servers import serve_service
 
 TIME_LIMIT_S = 3.0
 # Transfer of 10 MB, decoding, pickling to the worker and back: slack on top of the limit.
@@ -154,9 +153,8 @@ def check_pathological_reply(name: str, page: PathologicalPage, reply: httpx.Res
 @pytest.fixture(scope="module", params=sorted(SERVICES))
 def service(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, httpx.Client]]:
     name: str = request.param
-    app = create_service_app(SERVICES[name].algorithm(),
-                             ServiceSettings(time_limit_s=TIME_LIMIT_S, max_body_bytes=LIMIT_BYTES))
-    with serve_app(app) as url, httpx.Client() as client:
+    settings = ServiceSettings(time_limit_s=TIME_LIMIT_S, max_body_bytes=LIMIT_BYTES)
+    with serve_service(name, settings) as (url, client):
         yield name, url, client
 
 

@@ -42,21 +42,15 @@ from fastapi.routing import APIRoute
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.config import RunConfig
 from orchestrator.launcher import LocalStack
-from shared.contract import ErrorReply, PageError
+from shared.contract import PageError
 from shared.registry import SERVICES
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
-from tests.helpers import tar_bytes
+from tests.helpers import assert_error, tar_bytes
 from tests.servers import free_port, serve_app
 
 LIMIT = 64 * 1024
 PAGE = "<html><body><p>The harbour bridge opened again after repairs.</p></body></html>"
-
-
-def assert_error(reply: httpx.Response, status: int) -> ErrorReply:
-    assert reply.status_code == status, reply.text[:500]
-    assert reply.headers["content-type"].startswith("application/json")
-    return ErrorReply.model_validate(reply.json())
 
 
 async def _chunks(total: int, size: int = 16 * 1024) -> AsyncIterator[bytes]:
