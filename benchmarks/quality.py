@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import REPO, require_dataset
+from common import REPO, command_line, require_dataset, write_results
 
 from orchestrator.insample import in_sample
 from orchestrator.models import PageResult
@@ -353,18 +353,14 @@ def main(argv: list[str] | None = None) -> int:
                 paths[dataset, target].write_text(json.dumps(mine), encoding="utf-8")
     results += fresh
     summary = summarize(results)
-    command = "python benchmarks/quality.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    args.out.mkdir(parents=True, exist_ok=True)
+    command = command_line(__file__, argv)
     lodo, trained = learned_rows(services)
-    (args.out / "quality.md").write_text(
-        markdown(summary, missing, command.strip(), seconds, datasets, lodo, trained),
-        encoding="utf-8")
-    (args.out / "quality.json").write_text(json.dumps({
-        "command": command.strip(), "seconds": round(seconds, 1), "missing": missing,
-        "leave_one_dataset_out": lodo,
-        "trained_on": {k: sorted(v) for k, v in trained.items()},
-        "summary": summary.model_dump(mode="json")}, indent=1), encoding="utf-8")
-    print((args.out / "quality.md").read_text(encoding="utf-8"))
+    write_results(args.out, "quality",
+                  markdown(summary, missing, command, seconds, datasets, lodo, trained), {
+                      "command": command, "seconds": round(seconds, 1), "missing": missing,
+                      "leave_one_dataset_out": lodo,
+                      "trained_on": {k: sorted(v) for k, v in trained.items()},
+                      "summary": summary.model_dump(mode="json")})
     return 0
 
 

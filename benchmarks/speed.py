@@ -40,7 +40,6 @@ import datetime
 import http.client
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -55,7 +54,7 @@ from urllib.parse import urlencode, urlsplit
 from xml.sax.saxutils import escape
 
 import orjson
-from common import REPO, require_dataset
+from common import REPO, command_line, machine, require_dataset, write_results
 from lxml import etree
 
 from shared.registry import SERVICES
@@ -470,19 +469,6 @@ def summarize_times(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def machine() -> dict[str, Any]:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version(),
-            "platform": platform.platform(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
-
-
 def build_summary(in_process: dict[str, dict[str, Any]], http: dict[str, dict[str, Any]],
                   datasets: Sequence[str]) -> dict[str, Any]:
     """Per target and dataset (and 'all'): medians, p95, ratios to the floors and the peer."""
@@ -734,8 +720,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {**machine(), "load_avg_start": load_start,
                     "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
-        "command": "python benchmarks/speed.py " + " ".join(sys.argv[1:] if argv is None
-                                                            else argv),
+        "command": command_line(__file__, argv),
         "repeat": args.repeat,
         "page_counts": {d: sum(1 for p in pages if p.dataset == d) for d in datasets},
         "summary": summary,
@@ -746,11 +731,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                   "http": {t: r["pages"] for t, r in http.items()}},
     }
     report["machine"]["load_avg_start"] = load_start
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "speed.json").write_text(json.dumps(report, indent=1))
-    markdown = render_markdown(report)
-    (args.out / "speed.md").write_text(markdown)
-    print(markdown)
+    write_results(args.out, "speed", render_markdown(report), report)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import json
 import multiprocessing
 import os
 import statistics
@@ -53,8 +52,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from common import REPO, require_dataset
-from speed import machine
+from common import REPO, command_line, machine, require_dataset, write_results
 
 import orchestrator.report  # noqa: F401  (imported before any clock starts)
 from orchestrator.launcher import LocalStack, parse_service_list
@@ -475,16 +473,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {**machine(), "load_avg_start": load_start,
                     "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
-        "command": "python benchmarks/throughput.py " + " ".join(
-            sys.argv[1:] if argv is None else argv),
+        "command": command_line(__file__, argv),
         "services": list(algorithms), "left_out": failed, "page_counts": counts,
         "two_core_scaling": scaling, "runs": runs,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "throughput.json").write_text(json.dumps(report, indent=1))
-    markdown = render_markdown(report)
-    (args.out / "throughput.md").write_text(markdown)
-    print(markdown)
+    write_results(args.out, "throughput", render_markdown(report), report)
 
 
 if __name__ == "__main__":

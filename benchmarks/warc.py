@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import io
-import json
 import os
 import platform
 import tempfile
@@ -31,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import require_dataset
+from common import require_dataset, write_results
 from rich.console import Console
 from throughput import two_core_scaling
 
@@ -126,10 +125,7 @@ def main() -> None:
                              if best[s][MODES[0]] else None for s in services},
         "rounds": rounds,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "warc.json").write_text(json.dumps(results, indent=2) + "\n")
-    (args.out / "warc.md").write_text(render_markdown(results, modes))
-    print((args.out / "warc.md").read_text())
+    write_results(args.out, "warc", render_markdown(results, modes), results)
 
 
 def render_markdown(results: dict[str, Any], modes: tuple[str, ...]) -> str:
