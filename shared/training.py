@@ -271,6 +271,21 @@ def lodo_evaluation(pages: Sequence[TrainingPage], probabilities: Sequence[Matri
             "word_f1_at_shipped_rule": scores[shipped]}
 
 
+def evaluate_candidates(pages: Sequence[TrainingPage],
+                        candidates: Mapping[str, Callable[[Sequence[TrainingPage]], Classifier]],
+                        rules: Sequence[Rule], log: Callable[[str], None] = lambda _: None
+                        ) -> dict[str, dict[str, Any]]:
+    """Each candidate's lodo_evaluation (none when fewer than two datasets are given)."""
+    evaluations: dict[str, dict[str, Any]] = {}
+    if len({p.dataset for p in pages}) < 2:
+        return evaluations
+    for name, fit in candidates.items():
+        evaluations[name] = lodo_evaluation(pages, leave_one_dataset_out(pages, fit), rules)
+        log(f"{name}: leave-one-dataset-out word F1 {evaluations[name]['word_f1']}, "
+            f"mean {evaluations[name]['mean']}")
+    return evaluations
+
+
 @dataclass(frozen=True)
 class Learner:
     """What a service plugs into the shared skeleton (`train_model`)."""
@@ -304,14 +319,7 @@ def train_model(learner: Learner, datasets: Sequence[Path], out: Path, seed: int
         if not pages:
             raise ValueError("no pages to train on")
         names = sorted({p.dataset for p in pages})
-        evaluations: dict[str, dict[str, Any]] = {}
-        for name, fit in learner.candidates.items():
-            if len(names) < 2:
-                break
-            held_out = leave_one_dataset_out(pages, fit)
-            evaluations[name] = lodo_evaluation(pages, held_out, learner.rules)
-            log(f"{name}: leave-one-dataset-out word F1 {evaluations[name]['word_f1']}, "
-                f"mean {evaluations[name]['mean']}")
+        evaluations = evaluate_candidates(pages, learner.candidates, learner.rules, log)
         shipped = max(evaluations, key=lambda n: evaluations[n]["mean"]) if evaluations \
             else next(iter(learner.candidates))
         rule = learner.rules[evaluations[shipped]["shipped_rule"]] if evaluations \
