@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import io
 import sqlite3
 import subprocess
 import sys
 import time
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,7 +47,7 @@ from orchestrator.runner import (
 from orchestrator.store import Store, StoreError
 from orchestrator.testsets import LabelledPage, in_memory
 from shared.html import parse_html, text_blocks
-from tests.helpers import overlapping_zip, tar_bytes
+from tests.helpers import overlapping_zip, tar_bytes, write_test_set, zip_bytes
 from tests.servers import serve_app
 
 REPO = Path(__file__).resolve().parent.parent
@@ -185,10 +183,7 @@ def api(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
     """The orchestrator (one run at a time, one waiting) before a slow stand-in service,
     with one allowed root; yields its URL, the root and the uploads folder."""
     root = tmp_path / "allowed"
-    (root / "set" / "html").mkdir(parents=True)
-    (root / "set" / "content").mkdir(parents=True)
-    (root / "set" / "html" / "p1.html").write_text(PAGE)
-    (root / "set" / "content" / "p1.txt").write_text(GOLD)
+    write_test_set(root / "set", {"p1": (PAGE, GOLD)})
     uploads = tmp_path / "uploads"
     with serve_app(_slow_service(1.0)) as service_url:
         settings = ApiSettings(token="api-token", allowed_roots=[root], resume=False,
@@ -287,12 +282,7 @@ def test_an_overlapping_zip_is_refused(api: tuple[str, Path, Path]) -> None:
 def test_the_real_unpacked_size_is_limited(api: tuple[str, Path, Path]) -> None:
     url, _, uploads = api
     pages = {f"set/html/p{i}.html": bytes(range(256)) * 400 for i in range(30)}  # 3 MB
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in pages.items():
-            archive.writestr(name, data)
-        archive.writestr("set/content/p0.txt", GOLD)
-    reply = _upload(url, buffer.getvalue())
+    reply = _upload(url, zip_bytes({**pages, "set/content/p0.txt": GOLD}))
     assert reply.status_code == 422, reply.text
     assert "unpacks to more than 2000000 bytes" in reply.json()["detail"]
     assert not any(uploads.iterdir()) if uploads.exists() else True
@@ -326,11 +316,8 @@ def test_an_upload_lives_in_its_folder_and_is_deleted_with_its_run(
 def test_linked_folders_inside_a_root_read_nothing_outside(
         api: tuple[str, Path, Path], tmp_path: Path) -> None:
     url, root, _ = api
-    outside = tmp_path / "outside"
-    (outside / "html").mkdir(parents=True)
-    (outside / "content").mkdir(parents=True)
-    (outside / "html" / "secret.html").write_text("<p>outside secret text</p>")
-    (outside / "content" / "secret.txt").write_text("outside secret text")
+    outside = write_test_set(tmp_path / "outside",
+                             {"secret": ("<p>outside secret text</p>", "outside secret text")})
     linked = root / "linked"
     linked.mkdir()
     (linked / "html").symlink_to(outside / "html", target_is_directory=True)

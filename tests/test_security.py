@@ -46,7 +46,7 @@ from shared.contract import PageError
 from shared.registry import SERVICES
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
-from tests.helpers import assert_error, tar_bytes
+from tests.helpers import assert_error, tar_bytes, write_test_set
 from tests.servers import free_port, serve_app
 
 LIMIT = 64 * 1024
@@ -301,13 +301,8 @@ def api(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The orchestrator on a free port with a token, a small body limit and one allowed root.
     Its service URL points at a closed port: accepted runs end with errors, never a fetch."""
     root = tmp_path / "allowed"
-    (root / "set" / "html").mkdir(parents=True)
-    (root / "set" / "content").mkdir(parents=True)
-    (root / "set" / "html" / "p1.html").write_text(PAGE)
-    (root / "set" / "content" / "p1.txt").write_text("The harbour bridge opened again.")
-    outside = tmp_path / "outside"
-    (outside / "html").mkdir(parents=True)
-    (outside / "content").mkdir(parents=True)
+    write_test_set(root / "set", {"p1": (PAGE, "The harbour bridge opened again.")})
+    outside = write_test_set(tmp_path / "outside", {})
     (root / "link").symlink_to(outside, target_is_directory=True)
     settings = ApiSettings(token="api-token", max_body_bytes=LIMIT, allowed_roots=[root],
                            resume=False)
