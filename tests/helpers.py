@@ -28,6 +28,9 @@ from shared.html import parse_html, visible_text
 from shared.tokens import tokenize
 from shared.training import load_page, page_ids
 
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "orchestrator" / "sample"  # the test set the CLI runs without --dataset
+
 # A one-item feed whose item matches a page about the harbour bridge at RSS_URL: what
 # the rss service needs for a page to reach its algorithm.
 RSS_URL = "https://news.example/bridge"

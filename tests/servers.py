@@ -23,10 +23,10 @@ from orchestrator.launcher import LocalStack, free_port, wait_healthy
 from shared.registry import SERVICES
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
+from tests.helpers import REPO
 
 __all__ = ["free_port", "local_stack", "serve_app", "serve_http", "serve_process",
            "serve_service"]
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @contextmanager

@@ -41,12 +41,11 @@ from orchestrator.models import PageResult, RunInfo
 from orchestrator.runner import RunSpec, create_run, execute_run
 from orchestrator.store import Store
 from orchestrator.testsets import LabelledPage, in_memory, open_dataset_dir
+from tests.helpers import REPO, SAMPLE
 from tests.servers import local_stack, serve_app
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parent.parent
-SAMPLE = REPO / "orchestrator" / "sample"
 
 
 def sample_pages(name: str, copies: int) -> list[LabelledPage]:

@@ -24,12 +24,11 @@ import pytest
 
 from orchestrator.launcher import LocalStack, wait_healthy
 from orchestrator.testsets import open_dataset_dir
+from tests.helpers import REPO, SAMPLE
 from tests.servers import free_port, local_stack
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parent.parent
-SAMPLE = REPO / "orchestrator" / "sample"
 SERVICES = ["justext", "bte"]
 
 

@@ -47,10 +47,9 @@ from orchestrator.runner import (
 from orchestrator.store import Store, StoreError
 from orchestrator.testsets import LabelledPage, in_memory
 from shared.html import parse_html, text_blocks
-from tests.helpers import overlapping_zip, tar_bytes, write_test_set, zip_bytes
+from tests.helpers import REPO, overlapping_zip, tar_bytes, write_test_set, zip_bytes
 from tests.servers import serve_app
 
-REPO = Path(__file__).resolve().parent.parent
 PAGE = ("<html><body><h1>Harbour news</h1><p>The harbour bridge opened again today.</p>"
         "</body></html>")
 GOLD = "The harbour bridge opened again today."

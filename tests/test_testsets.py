@@ -32,10 +32,9 @@ from orchestrator.testsets import (
     unpack_archive,
 )
 from shared.tokens import tokenize
-from tests.helpers import tar_bytes, zip_bytes
+from tests.helpers import SAMPLE, tar_bytes, zip_bytes
 from tests.servers import serve_http
 
-SAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "sample"
 PAGE = b"<html><body><p>Hello world</p></body></html>"
 
 
