@@ -26,7 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +35,7 @@ from threadpoolctl import threadpool_limits
 from shared.blockmap import CONTENT_SHARE, block_support
 from shared.decoding import NotHTMLError, decode_html
 from shared.gbdt import decide
-from shared.modelfile import write_json
+from shared.modelfile import read_json, write_json
 from shared.tokens import tokenize
 
 Matrix = npt.NDArray[np.float64]
@@ -286,8 +286,11 @@ def evaluate_candidates(pages: Sequence[TrainingPage],
     return evaluations
 
 
+ServiceModel = TypeVar("ServiceModel", bound=Model)
+
+
 @dataclass(frozen=True)
-class Learner:
+class Learner(Generic[ServiceModel]):
     """What a service plugs into the shared skeleton (`train_model`)."""
 
     service: str  # "density", "fusion": names the command in the metadata
@@ -297,15 +300,15 @@ class Learner:
     candidates: Mapping[str, Callable[[Sequence[TrainingPage]], Classifier]]
     rules: Sequence[Rule]
     # (candidate name, classifier fitted on every page, its rule, metadata) -> model
-    build: Callable[[str, Classifier, Rule, dict[str, Any]], Model]
-    load: Callable[[dict[str, Any]], Model]  # a model from its file's JSON
+    build: Callable[[str, Classifier, Rule, dict[str, Any]], ServiceModel]
+    load: Callable[[dict[str, Any]], ServiceModel]  # a model from its file's JSON
     check_rows: int = 12
     description: Mapping[str, Any] = field(default_factory=dict)  # features, labels, ...
 
 
-def train_model(learner: Learner, datasets: Sequence[Path], out: Path, seed: int = 0,
-                limit: int | None = None, workers: int = 1,
-                log: Callable[[str], None] = lambda _: None) -> Model:
+def train_model(learner: Learner[ServiceModel], datasets: Sequence[Path], out: Path,
+                seed: int = 0, limit: int | None = None, workers: int = 1,
+                log: Callable[[str], None] = lambda _: None) -> ServiceModel:
     """Label the pages, evaluate each candidate leave-one-dataset-out, refit the best on
     every page with its rule and write the model file to `out` (the file, not the
     in-memory model, is what is returned, so recorded checks match what loads).
@@ -347,7 +350,7 @@ def train_model(learner: Learner, datasets: Sequence[Path], out: Path, seed: int
         final = learner.build(shipped, classifier, rule, metadata)
         write_json(final.to_json(), out)
         log(f"shipped {shipped} ({rule}) to {out}")
-        return learner.load(json.loads(out.read_text(encoding="utf-8")))
+        return learner.load(read_json(out))
 
 
 def checks(model: Decider, pages: Sequence[TrainingPage], rows: int) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from services.density.lines import render_lines
-from services.density.model import FEATURES, DensityModel, line_features, read_model
+from services.density.model import FEATURES, DensityModel, line_features
 from shared.gbdt import Gbdt
 from shared.learners import NetworkParams, TreeParams, fit_gbdt, fit_mlp
 from shared.mlp import Mlp
@@ -54,7 +54,7 @@ def _build(kind: str, classifier: Classifier, rule: Rule, metadata: dict[str, An
     return DensityModel(kind, classifier, rule.cut, metadata, rule.smoothing, rule.relative_cut)
 
 
-def learner(seed: int, network: NetworkParams, trees: TreeParams) -> Learner:
+def learner(seed: int, network: NetworkParams, trees: TreeParams) -> Learner[DensityModel]:
     return Learner(
         service="density", unit_name="lines", units=page_lines, n_features=len(FEATURES),
         candidates={"mlp": functools.partial(fit_mlp, network, seed, len(FEATURES)),
@@ -75,5 +75,4 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0,
           log: Callable[[str], None] = lambda _: None) -> DensityModel:
     """Evaluate both classifiers leave-one-dataset-out, ship the better refitted on every
     page, write `out` and return the model as the file loads."""
-    train_model(learner(seed, network, trees), datasets, out, seed, limit, workers, log)
-    return read_model(out)
+    return train_model(learner(seed, network, trees), datasets, out, seed, limit, workers, log)

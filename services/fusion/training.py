@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from services.fusion.features import FEATURES, page_features
-from services.fusion.model import FusionModel, read_model
+from services.fusion.model import FusionModel
 from shared.gbdt import Gbdt
 from shared.learners import TreeParams, fit_gbdt
 from shared.training import (
@@ -59,7 +59,7 @@ def _build(name: str, classifier: Classifier, rule: Rule, metadata: dict[str, An
     return FusionModel(classifier, rule.cut, rule.smoothing, rule.relative_cut, metadata)
 
 
-def learner(seed: int, candidates: Mapping[str, TreeParams]) -> Learner:
+def learner(seed: int, candidates: Mapping[str, TreeParams]) -> Learner[FusionModel]:
     fits: dict[str, Callable[[Sequence[TrainingPage]], Classifier]] = {
         name: functools.partial(fit_gbdt, params, seed, len(FEATURES))
         for name, params in candidates.items()}
@@ -82,6 +82,5 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0,
           ) -> FusionModel:
     """Evaluate the candidates leave-one-dataset-out, fit the best on every page, write
     the model to `out` and return it as the file loads."""
-    train_model(learner(seed, candidates or CANDIDATES), datasets, out, seed, limit,
-                workers or min(2, os.cpu_count() or 1), log)
-    return read_model(out)
+    return train_model(learner(seed, candidates or CANDIDATES), datasets, out, seed, limit,
+                       workers or min(2, os.cpu_count() or 1), log)
