@@ -38,8 +38,8 @@ from common import REPO
 
 from orchestrator.launcher import LocalStack, wait_healthy
 from shared.datasets import dataset_dir
+from tests.processes import tree_memory_bytes
 from tests.servers import free_port
-from tests.test_memory import tree_rss_bytes
 
 
 @dataclass
@@ -77,7 +77,7 @@ class MemorySampler(threading.Thread):
 
     def run(self) -> None:
         while not self.done.is_set():
-            self.peak = max(self.peak, tree_rss_bytes(self.pid))
+            self.peak = max(self.peak, tree_memory_bytes(self.pid))
             self.done.wait(0.2)
 
 

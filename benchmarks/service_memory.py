@@ -28,7 +28,7 @@ from common import require_dataset
 
 from orchestrator.launcher import LocalStack, free_port, wait_healthy
 from shared.registry import SERVICES
-from tests.test_memory import tree_rss_bytes
+from tests.processes import tree_memory_bytes
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WORKERS = 2
@@ -45,7 +45,7 @@ def measure(name: str, pages: list[bytes]) -> dict[str, float]:
             for i, page in enumerate(pages, 1):
                 client.post(f"{url}/extract", content=page,
                             headers={"content-type": "text/html"})
-                rss = tree_rss_bytes(pid)
+                rss = tree_memory_bytes(pid)
                 peak = max(peak, rss)
                 if i == WARM_UP_PAGES:
                     after_warm_up = rss
@@ -71,14 +71,14 @@ def measure_orchestrator(folder: Path, service: str = "bte") -> dict[str, float]
         try:
             url = f"http://127.0.0.1:{port}"
             wait_healthy(url, 60.0, api)
-            idle = tree_rss_bytes(api.pid)
+            idle = tree_memory_bytes(api.pid)
             peak = idle
             with httpx.Client(timeout=60.0) as client:
                 run = client.post(f"{url}/runs", json={"dataset": [str(folder)],
                                                       "services": [service]}).json()
                 while client.get(f"{url}/runs/{run['id']}").json()["status"] not in (
                         "finished", "failed"):
-                    peak = max(peak, tree_rss_bytes(api.pid))
+                    peak = max(peak, tree_memory_bytes(api.pid))
                     time.sleep(0.2)
         finally:
             api.terminate()

@@ -67,7 +67,6 @@ PEER = "trafilatura.extract"
 DENSITY_MODES = ("fixed", "mean", "gaussian", "learned")
 FEED_WORDS = 60
 WARM_UP_PAGES = 3
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -291,32 +290,11 @@ def measure_in_process(target: str, pages_file: Path, repeat: int) -> dict[str, 
 
 
 
-def _tree(pid: int) -> list[int]:
-    """The pid and all its descendants (from /proc/<pid>/task/*/children)."""
-    found, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        found.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                stack += [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                continue
-    return found
-
-
 def _tree_peak_mb(pid: int) -> float:
     """Summed peak RSS (VmHWM) of a process tree, in MB."""
-    total = 0
-    for member in _tree(pid):
-        try:
-            status = Path(f"/proc/{member}/status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                total += int(line.split()[1])
-    return round(total / 1024, 1)
+    from tests.processes import tree_memory_bytes
+
+    return round(tree_memory_bytes(pid, "VmHWM") / 2**20, 1)
 
 
 class KeepAliveClient:
@@ -424,14 +402,9 @@ def _stack_for(name: str, free_port: Callable[[], int]) -> LocalStack:
 
 def _tree_cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process tree (its live members)."""
-    total = 0.0
-    for member in _tree(pid):
-        try:
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    return total
+    from tests.processes import process_cpu_s, process_tree
+
+    return sum(map(process_cpu_s, process_tree(pid)))
 
 
 def _params(options: dict[str, str], url: str | None) -> dict[str, str]:

@@ -74,43 +74,18 @@ from orchestrator.store import Store
 from shared.contract import Algorithm
 from shared.decoding import NotHTMLError
 from shared.registry import SERVICES
+from shared.workers import descendants
+from tests.processes import CLOCK_TICKS, process_cpu_s
 from tests.servers import free_port
 
 MODES = ("serial", "embedded-1", "embedded-2", "local")
 PHASES = ("prepare", "extract", "transport", "parse", "score", "store")
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of one process and its reaped children."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    # utime, stime, cutime, cstime: fields 14-17 of stat, 11-14 after the name.
-    return sum(int(f) for f in fields[11:15]) / CLOCK_TICKS
-
-
 def machine_times_s() -> dict[str, float]:
     """The machine's CPU seconds since boot, summed over its cores (/proc/stat): idle
     (with iowait) and steal, the time the hypervisor gave this VM's cores to others."""
     fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     # user nice system idle iowait irq softirq steal ...
     return {"idle": (fields[3] + fields[4]) / CLOCK_TICKS, "steal": fields[7] / CLOCK_TICKS}
-
-
-def _descendants(pid: int) -> list[int]:
-    found, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            found += children
-            stack += children
-    return found
 
 
 class CpuMeter:
@@ -128,8 +103,8 @@ class CpuMeter:
         self.machine: dict[str, float] = {}  # idle and steal seconds between start and stop
 
     def sample(self) -> None:
-        for pid in _descendants(os.getpid()):
-            cpu = _process_cpu_s(pid)
+        for pid in descendants(os.getpid()):
+            cpu = process_cpu_s(pid, reaped=True)
             first = self.seen.get(pid, (cpu, cpu))[0]
             self.seen[pid] = (first, cpu)
 
