@@ -12,12 +12,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import uvicorn
+from fastapi import FastAPI
 
 from orchestrator.launcher import LocalStack, free_port, wait_healthy
 from shared.registry import SERVICES
@@ -26,7 +27,7 @@ from shared.settings import ServiceSettings
 from tests.helpers import REPO
 
 __all__ = ["free_port", "local_stack", "serve_app", "serve_http", "serve_process",
-           "serve_service"]
+           "serve_service", "stand_in_service"]
 
 
 @contextmanager
@@ -61,6 +62,19 @@ def serve_app(app: Any, ready_path: str | None = "/health",
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def stand_in_service(extract: Callable[..., Awaitable[Any]]) -> FastAPI:
+    """A stand-in for a service: GET /health answers ok, POST /extract is `extract` (a
+    FastAPI endpoint: it may take the Request and return a Response or a JSON body)."""
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.post("/extract")(extract)
+    return app
 
 
 @contextmanager

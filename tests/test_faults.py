@@ -42,7 +42,7 @@ from orchestrator.runner import RunSpec, create_run, execute_run
 from orchestrator.store import Store
 from orchestrator.testsets import LabelledPage, in_memory, open_dataset_dir
 from tests.helpers import REPO, SAMPLE
-from tests.servers import local_stack, serve_app
+from tests.servers import local_stack, serve_app, stand_in_service
 
 pytestmark = pytest.mark.e2e
 
@@ -205,13 +205,7 @@ def test_store_writes_are_atomic_under_kill_9(tmp_path: Path) -> None:
 
 def fake_service(name: str, gate: threading.Event | None) -> FastAPI:
     """A contract-speaking service; with a gate, every /extract waits until it is set."""
-    app = FastAPI()
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.post("/extract")
     async def extract(request: Request) -> JSONResponse:
         body = await request.json()
         while gate is not None and not gate.is_set():
@@ -220,7 +214,7 @@ def fake_service(name: str, gate: threading.Event | None) -> FastAPI:
         return JSONResponse({"algorithm": name, "version": "1", "text": text,
                              "blocks": [{"text": text, "is_content": True}], "elapsed_ms": 1.0})
 
-    return app
+    return stand_in_service(extract)
 
 
 def test_a_slow_service_does_not_hold_up_the_others(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ from orchestrator.store import Store, StoreError
 from orchestrator.testsets import LabelledPage, in_memory
 from shared.html import parse_html, text_blocks
 from tests.helpers import REPO, overlapping_zip, tar_bytes, write_test_set, zip_bytes
-from tests.servers import serve_app
+from tests.servers import serve_app, stand_in_service
 
 PAGE = ("<html><body><h1>Harbour news</h1><p>The harbour bridge opened again today.</p>"
         "</body></html>")
@@ -162,19 +162,13 @@ def test_runs_cancel_command(tmp_path: Path) -> None:
 
 def _slow_service(delay: float) -> FastAPI:
     """A stand-in service that answers every page after `delay` seconds."""
-    app = FastAPI()
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.post("/extract")
     async def extract() -> dict[str, Any]:
         await asyncio.sleep(delay)
         return {"text": GOLD, "blocks": [], "algorithm": "justext", "version": "1",
                 "elapsed_ms": 1.0}
 
-    return app
+    return stand_in_service(extract)
 
 
 @pytest.fixture
@@ -236,13 +230,7 @@ def test_runs_past_the_limits_queue_then_get_429(api: tuple[str, Path, Path]) ->
 
 def test_a_busy_service_is_asked_again_not_recorded_as_failing(tmp_path: Path) -> None:
     calls = {"n": 0}
-    app = FastAPI()
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.post("/extract")
     async def extract(request: Request) -> Response:
         calls["n"] += 1
         if calls["n"] <= 3:
@@ -252,7 +240,7 @@ def test_a_busy_service_is_asked_again_not_recorded_as_failing(tmp_path: Path) -
                         b'"elapsed_ms":1.0}' % GOLD.encode(), media_type="application/json")
 
     store = Store(tmp_path / "store.sqlite")
-    with serve_app(app) as url:
+    with serve_app(stand_in_service(extract)) as url:
         spec = RunSpec(datasets=[], services=["justext"], urls={"justext": url}, retries=0,
                        output_folder=str(tmp_path / "out"),
                        backoff_s=0.05, concurrency=1)
