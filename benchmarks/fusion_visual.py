@@ -29,10 +29,10 @@ from common import REPO, command_line, require_dataset, write_results
 from services.cetd.extractor import weighted_median
 from services.fusion.features import FEATURES, page_features
 from services.fusion.training import CANDIDATES, learner
+from shared.datasets import DATASETS
 from shared.layout import layout
 from shared.training import Units, evaluate_candidates, load_datasets
 
-DATASETS = "scrapinghub,cleaneval,chaos,cleanportaleval"
 VISUAL = ("rendered", "centrality", "x_centre", "y_in_page", "screens_down", "width",
           "font_size_ratio", "font_weight")
 MISSING = -1.0  # a block whose container has no box
@@ -66,7 +66,7 @@ def visual_blocks(html: str) -> Units:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--datasets", default=DATASETS)
+    parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--limit", type=int, default=None, help="first N pages per dataset")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)

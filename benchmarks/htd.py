@@ -31,12 +31,12 @@ from common import REPO, command_line, write_results
 from quality import PageTask, dataset_tasks
 
 from services.cetd.extractor import ALGORITHM
+from shared.datasets import DATASETS
 from shared.decoding import decode_html
 from shared.tokens import tokenize
 from shared.training import word_f1
 from shared.workers import descendants
 
-DATASETS = "scrapinghub,cleaneval,chaos,cleanportaleval"
 MEASURES = ("td", "ctd", "htd")
 
 
@@ -139,7 +139,7 @@ def markdown(table: dict[str, dict[str, float | int]], command: str, seconds: fl
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--datasets", default=DATASETS)
+    parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--sample", type=int, default=None,
                         help="a fixed random sample of N pages per dataset")
     parser.add_argument("--seed", type=int, default=0)

@@ -49,13 +49,13 @@ from orchestrator.predictions import read_predictions
 from orchestrator.scoring import prepare_page, score_empty, score_extraction
 from orchestrator.statistics import ServiceSummary, Summary, summarize
 from shared.contract import Algorithm, Block, PageError
+from shared.datasets import DATASETS
 from shared.decoding import decode_html
 from shared.html import parse_html, text_blocks
 from shared.registry import SERVICES
 
 BASELINE = "visible-text"
 RUN_ID = "quality"
-DATASETS = ("scrapinghub", "cleaneval", "chaos", "cleanportaleval")
 # Modes besides the default that `--services all` evaluates too.
 MODES = {"density": [f"density:threshold={mode}" for mode in ("fixed", "mean", "gaussian")]}
 

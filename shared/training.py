@@ -184,9 +184,6 @@ def stack(pages: Sequence[TrainingPage], n_features: int
     return np.vstack(xs), np.concatenate(ys), w * len(w) / w.sum()
 
 
-DATASETS = ("scrapinghub", "cleaneval", "chaos", "cleanportaleval")
-
-
 def leave_one_dataset_out(pages: Sequence[TrainingPage],
                           fit: Callable[[Sequence[TrainingPage]], Classifier]
                           ) -> list[Matrix]:
