@@ -88,10 +88,6 @@ class ServiceSummary(BaseModel):
     error_reasons: dict[str, int] = Field(default_factory=dict)
     """Errors and skips by reason (the reason's first part), most frequent first."""
 
-    @property
-    def scored(self) -> int:
-        return self.levels["word"].pages if "word" in self.levels else 0
-
 
 class PairwiseTest(BaseModel):
     """Wilcoxon signed-rank test of per-page word F1, service_a against service_b."""
