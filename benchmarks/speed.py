@@ -638,6 +638,23 @@ def load_pages(datasets: Sequence[str], limit: int | None) -> list[PageRef]:
     return pages
 
 
+def measure_each(targets: Sequence[str], how: str, failures: dict[str, str],
+                 measure: Callable[[str], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each target's measurement `how` ("in-process", "http"), the seconds each took on
+    stderr; a failed one goes to `failures` instead."""
+    results = {}
+    for target in targets:
+        started = time.perf_counter()
+        result = measure(target)
+        print(f"{how} {target}: {time.perf_counter() - started:.1f} s", file=sys.stderr,
+              flush=True)
+        if "failed" in result:
+            failures[f"{target} ({how})"] = result["failed"]
+        else:
+            results[target] = result
+    return results
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", default="scrapinghub,cleaneval")
@@ -657,33 +674,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     services = expand_services(args.services)
     pages = load_pages(datasets, args.limit)
     load_start = [round(x, 2) for x in os.getloadavg()]
-    in_process: dict[str, dict[str, Any]] = {}
-    http: dict[str, dict[str, Any]] = {}
     failures: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         pages_file = Path(tmp) / "pages.json"
         pages_file.write_text(json.dumps([p.__dict__ for p in pages]))
-        for target in (*FLOORS, PEER, *services):
-            started = time.perf_counter()
-            result = measure_in_process(target, pages_file, args.repeat)
-            print(f"in-process {target}: {time.perf_counter() - started:.1f} s",
-                  file=sys.stderr, flush=True)
-            if "failed" in result:
-                failures[f"{target} (in-process)"] = result["failed"]
-                continue
-            in_process[target] = result
-    if not args.no_http:
-        for target in services:
-            if target not in in_process:  # its extractor did not even load
-                continue
-            started = time.perf_counter()
-            result = measure_http(target, pages, args.repeat)
-            print(f"http {target}: {time.perf_counter() - started:.1f} s",
-                  file=sys.stderr, flush=True)
-            if "failed" in result:
-                failures[f"{target} (http)"] = result["failed"]
-                continue
-            http[target] = result
+        in_process = measure_each(
+            (*FLOORS, PEER, *services), "in-process", failures,
+            lambda target: measure_in_process(target, pages_file, args.repeat))
+    http = {} if args.no_http else measure_each(
+        [t for t in services if t in in_process],  # the others' extractors did not load
+        "http", failures, lambda target: measure_http(target, pages, args.repeat))
     summary = build_summary(in_process, http, datasets)
     memory = {t: {"in_process_peak_mb": r.get("peak_rss_mb"),
                   "in_process_baseline_mb": r.get("baseline_rss_mb"),
