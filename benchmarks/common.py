@@ -1,33 +1,62 @@
-"""What the benchmark scripts share: the repository on sys.path, a service to measure.
+"""What the benchmark scripts share: the repository on sys.path, where a dataset is,
+the machine and command a figure was measured with, and where results are written.
 
 Scripts run as `python benchmarks/<name>.py`, which puts benchmarks/ on sys.path, so
 `import common` (first, before the project's imports) finds this module, and this
-module puts the repository there too.
+module puts the repository there too. A service to measure runs under
+tests.servers.serve_service, as the tests run it.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import httpx  # noqa: E402
-
-from shared.registry import SERVICES  # noqa: E402
-from shared.service import create_service_app  # noqa: E402
-from shared.settings import ServiceSettings  # noqa: E402
-from tests.servers import serve_app  # noqa: E402
+from shared.datasets import dataset_dir, datasets_root  # noqa: E402
 
 
-@contextmanager
-def served(name: str, settings: ServiceSettings) -> Iterator[tuple[str, httpx.Client]]:
-    """Service `name`'s real app (worker processes and all) under uvicorn on a free
-    loopback port with `settings`, until the block ends: its base URL and a client."""
-    app = create_service_app(SERVICES[name].algorithm(), settings)
-    with serve_app(app) as url, httpx.Client() as client:
-        yield url, client
+def require_dataset(name: str) -> Path:
+    """The folder of development dataset `name`, or exit naming where it was looked for."""
+    folder = dataset_dir(name)
+    if folder is None:
+        raise SystemExit(f"dataset {name!r} not found under {datasets_root()} "
+                         "(set BOILERBENCH_DATASETS)")
+    return folder
+
+
+def machine() -> dict[str, Any]:
+    """The processor, core count, Python and load a figure was measured on."""
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version(),
+            "platform": platform.platform(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
+
+
+def command_line(script: str, argv: Sequence[str] | None) -> str:
+    """The command that reproduces a run of benchmarks/`script` (`argv`: its arguments,
+    None for the process's own)."""
+    arguments = sys.argv[1:] if argv is None else argv
+    return " ".join(["python", f"benchmarks/{Path(script).name}", *arguments])
+
+
+def write_results(out: Path, name: str, markdown: str, data: Any) -> None:
+    """`name`.md and `name`.json under `out` (created), and the table on stdout."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.md").write_text(markdown, encoding="utf-8")
+    (out / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(markdown)

@@ -24,13 +24,12 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-import common  # noqa: F401  (puts the repository on sys.path)
 import httpx
+from common import require_dataset
 
 from orchestrator.launcher import LocalStack, free_port
 from orchestrator.scoring import bag_f1
 from services.ensemble.model import default_model
-from shared.datasets import dataset_dir
 from shared.training import load_page, page_ids
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -62,9 +61,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    folder = dataset_dir(args.dataset)
-    if folder is None:
-        raise SystemExit(f"dataset {args.dataset!r} not found (see shared/datasets.py)")
+    folder = require_dataset(args.dataset)
     pages = [load_page(folder, i) for i in page_ids(folder)[:args.limit]]
     model = default_model()
     members = list(model.members) if args.members == "all" else args.members.split(",")

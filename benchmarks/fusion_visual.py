@@ -5,35 +5,34 @@
 
 Loads every page once with fusion's block features (services/fusion/features.py)
 plus VISUAL, the block container's box in shared.layout (joined by XPath), then
-runs fusion's own cross-dataset evaluation (services/fusion/training.cross_dataset:
-fit on all datasets but one, score the one left out with the decision rule fixed
-beforehand) twice: on fusion's features alone and with the visual columns added.
-Same pages, labels, hyperparameters and seed; only the columns differ. The shipped
-fusion model is not touched. Writes fusion_visual.md and fusion_visual.json.
+runs fusion's own leave-one-dataset-out evaluation (its training candidates and
+decision rules through shared.training.evaluate_candidates: fit on all datasets but
+one, score the one left out with the decision rule chosen on the others) twice: on
+fusion's features alone and with the visual columns added, each reporting its best
+candidate as training would ship it. Same pages, labels, candidates and seed; only the
+columns differ. The shipped fusion model is not touched. Writes fusion_visual.md and
+fusion_visual.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-import common  # noqa: F401  (the repository on sys.path)
 import numpy as np
+from common import REPO, command_line, require_dataset, write_results
 
 from services.cetd.extractor import weighted_median
 from services.fusion.features import FEATURES, page_features
-from services.fusion.training import Hyperparameters, cross_dataset
-from shared.datasets import dataset_dir
+from services.fusion.training import CANDIDATES, learner
+from shared.datasets import DATASETS
 from shared.layout import layout
-from shared.training import Units, load_datasets
+from shared.training import Units, evaluate_candidates, load_datasets
 
-REPO = Path(__file__).resolve().parent.parent
-DATASETS = "scrapinghub,cleaneval,chaos,cleanportaleval"
 VISUAL = ("rendered", "centrality", "x_centre", "y_in_page", "screens_down", "width",
           "font_size_ratio", "font_weight")
 MISSING = -1.0  # a block whose container has no box
@@ -67,56 +66,52 @@ def visual_blocks(html: str) -> Units:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--datasets", default=DATASETS)
+    parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--limit", type=int, default=None, help="first N pages per dataset")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
-    folders = []
-    for name in args.datasets.split(","):
-        folder = dataset_dir(name.strip())
-        if folder is None:
-            raise SystemExit(f"dataset {name!r} not found (set BOILERBENCH_DATASETS)")
-        folders.append(folder)
+    folders = [require_dataset(name.strip()) for name in args.datasets.split(",")]
     start = time.perf_counter()
     pages, _ = load_datasets(folders, visual_blocks, "blocks", args.limit, args.processes)
     loaded = time.perf_counter() - start
-    hp = Hyperparameters()
+    fusion = learner(args.seed, CANDIDATES)
     base = [replace(page, features=page.features[:, :len(FEATURES)]) for page in pages]
     results = {}
     for label, variant in (("fusion features", base), ("with visual features", pages)):
-        results[label] = cross_dataset(
-            variant, hp, args.seed, lambda line: print(line, file=sys.stderr, flush=True))
+        evaluations = evaluate_candidates(
+            variant, fusion.candidates, fusion.rules,
+            lambda line: print(line, file=sys.stderr, flush=True))
+        best = max(evaluations, key=lambda name: evaluations[name]["mean"])
+        results[label] = {"candidate": best, **evaluations[best]}
     seconds = time.perf_counter() - start
-    names = sorted(results["fusion features"])
-    command = "python benchmarks/fusion_visual.py " + " ".join(
-        argv if argv is not None else sys.argv[1:])
+    names = sorted(results["fusion features"]["word_f1"])
+    command = command_line(__file__, argv)
     lines = [
         "# fusion with and without visual features (leave-one-dataset-out word F1)", "",
-        f"Command: `{command.strip()}`  ",
+        f"Command: `{command}`  ",
         f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {len(pages)} pages; "
         f"loading (layout and features) {loaded:.0f} s, all {seconds:.0f} s, on a machine "
         "shared with other work.  ",
         f"Visual columns: {', '.join(VISUAL)} (the block container's box in headless "
-        "Chromium). Each row: trained on the other datasets, scored on this one, "
-        "decision rule fixed beforehand.", "",
+        "Chromium). Each row: trained on the other datasets, scored on this one at the "
+        "decision rule chosen on the others; candidates: "
+        f"{results['fusion features']['candidate']} (fusion features), "
+        f"{results['with visual features']['candidate']} (with visual features).", "",
         "| left out | fusion features | with visual features | difference |",
         "|---|---:|---:|---:|",
     ]
     for name in names:
-        a = results["fusion features"][name]["word_f1"]
-        b = results["with visual features"][name]["word_f1"]
+        a = results["fusion features"]["word_f1"][name]
+        b = results["with visual features"]["word_f1"][name]
         lines.append(f"| {name} | {a:.4f} | {b:.4f} | {b - a:+.4f} |")
-    mean_a = statistics.fmean(results["fusion features"][n]["word_f1"] for n in names)
-    mean_b = statistics.fmean(results["with visual features"][n]["word_f1"] for n in names)
+    mean_a = statistics.fmean(results["fusion features"]["word_f1"][n] for n in names)
+    mean_b = statistics.fmean(results["with visual features"]["word_f1"][n] for n in names)
     lines.append(f"| mean of datasets | {mean_a:.4f} | {mean_b:.4f} | {mean_b - mean_a:+.4f} |")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "fusion_visual.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (args.out / "fusion_visual.json").write_text(json.dumps(
-        {"command": command.strip(), "seconds": round(seconds, 1), "visual": list(VISUAL),
-         "results": results}, indent=1), encoding="utf-8")
-    print((args.out / "fusion_visual.md").read_text(encoding="utf-8"))
+    write_results(args.out, "fusion_visual", "\n".join(lines) + "\n",
+                  {"command": command, "seconds": round(seconds, 1), "visual": list(VISUAL),
+                   "results": results})
     return 0
 
 

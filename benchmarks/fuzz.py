@@ -25,11 +25,12 @@ import sys
 import time
 from pathlib import Path
 
-from common import REPO, served
+from common import REPO
 from hypothesis import HealthCheck, Phase, given, settings
 
 from orchestrator.launcher import parse_service_list
 from shared.settings import ServiceSettings
+from tests.servers import serve_service
 from tests.test_fuzz import (
     FuzzFindingError,
     FuzzRequest,
@@ -60,7 +61,7 @@ def fuzz_service(name: str, examples: int, seed: int, time_limit: float,
     statuses: collections.Counter[str] = collections.Counter()
     findings: list[str] = []
     timeouts = [0]
-    with served(name, ServiceSettings(time_limit_s=time_limit)) as (url, client):
+    with serve_service(name, ServiceSettings(time_limit_s=time_limit)) as (url, client):
 
         @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
                   phases=[Phase.generate], suppress_health_check=list(HealthCheck))

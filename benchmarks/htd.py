@@ -17,7 +17,6 @@ A page an extractor fails on scores 0 and is counted. Writes htd.md and htd.json
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import random
@@ -28,17 +27,16 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import common  # noqa: F401  (the repository on sys.path)
+from common import REPO, command_line, write_results
 from quality import PageTask, dataset_tasks
 
 from services.cetd.extractor import ALGORITHM
+from shared.datasets import DATASETS
 from shared.decoding import decode_html
 from shared.tokens import tokenize
 from shared.training import word_f1
 from shared.workers import descendants
 
-REPO = Path(__file__).resolve().parent.parent
-DATASETS = "scrapinghub,cleaneval,chaos,cleanportaleval"
 MEASURES = ("td", "ctd", "htd")
 
 
@@ -141,7 +139,7 @@ def markdown(table: dict[str, dict[str, float | int]], command: str, seconds: fl
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--datasets", default=DATASETS)
+    parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--sample", type=int, default=None,
                         help="a fixed random sample of N pages per dataset")
     parser.add_argument("--seed", type=int, default=0)
@@ -162,17 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     outcomes.sort(key=lambda o: (o.dataset, o.page_id))
     table = summarize(outcomes)
     rss = [o.browser_rss_mb for o in outcomes if o.browser_rss_mb > 0]
-    command = "python benchmarks/htd.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "htd.md").write_text(
-        markdown(table, command.strip(), seconds, rss, bool(args.sample)), encoding="utf-8")
-    (args.out / "htd.json").write_text(json.dumps({
-        "command": command.strip(), "seconds": round(seconds, 1), "summary": table,
+    command = command_line(__file__, argv)
+    write_results(args.out, "htd", markdown(table, command, seconds, rss, bool(args.sample)), {
+        "command": command, "seconds": round(seconds, 1), "summary": table,
         "browser_rss_mb": {"median": round(statistics.median(rss), 1) if rss else None,
                            "max": round(max(rss), 1) if rss else None},
         "pages": [{"dataset": o.dataset, "page": o.page_id, "f1": o.f1, "failed": o.failed,
-                   "htd_ms": o.htd_ms} for o in outcomes]}, indent=1), encoding="utf-8")
-    print((args.out / "htd.md").read_text(encoding="utf-8"))
+                   "htd_ms": o.htd_ms} for o in outcomes]})
     return 0
 
 

@@ -20,27 +20,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import json
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-for _path in (REPO, REPO / "benchmarks"):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
+import aiohttp
+import httpx
+from common import REPO, command_line, machine, write_results
 
-import aiohttp  # noqa: E402
-import httpx  # noqa: E402
-from speed import machine  # noqa: E402
-
-from orchestrator.datasets import open_dataset_dir  # noqa: E402
-from orchestrator.launcher import LocalStack  # noqa: E402
-from orchestrator.runner import _encode_json, _request_body  # noqa: E402
-from shared.datasets import dataset_dir  # noqa: E402
-from tests.servers import free_port  # noqa: E402
+from orchestrator.launcher import LocalStack
+from orchestrator.runner import _encode_json, _request_body
+from orchestrator.testsets import open_dataset_dir
+from shared.datasets import dataset_dir
+from tests.servers import free_port
 
 SAMPLE = REPO / "orchestrator" / "sample"
 HEADERS = {"content-type": "application/json"}
@@ -122,18 +115,17 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     result: dict[str, object] = {
         "measured": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
-        "command": "python benchmarks/http_clients.py " + " ".join(argv or sys.argv[1:]),
+        "command": command_line(__file__, argv),
         "service": args.service, "dataset": dataset, "pages": len(bodies),
         "requests_per_round": len(bodies) * 2, "concurrency": args.concurrency,
         "cpu_ms_per_request": {name: [round(v, 3) for v in values]
                                for name, values in figures.items()},
     }
     table = markdown(result, figures)
-    print(table)
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "http_clients.json").write_text(json.dumps(result, indent=2) + "\n")
-        (args.out / "http_clients.md").write_text(table)
+        write_results(args.out, "http_clients", table, result)
+    else:
+        print(table)
     return result
 
 

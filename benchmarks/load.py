@@ -33,16 +33,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import httpx
+from common import REPO
 
-import httpx  # noqa: E402
-
-from orchestrator.launcher import LocalStack, wait_healthy  # noqa: E402
-from shared.datasets import dataset_dir  # noqa: E402
-from tests.servers import free_port  # noqa: E402
-from tests.test_memory import tree_rss_bytes  # noqa: E402
+from orchestrator.launcher import LocalStack, wait_healthy
+from shared.datasets import dataset_dir
+from tests.processes import tree_memory_bytes
+from tests.servers import free_port
 
 
 @dataclass
@@ -80,7 +77,7 @@ class MemorySampler(threading.Thread):
 
     def run(self) -> None:
         while not self.done.is_set():
-            self.peak = max(self.peak, tree_rss_bytes(self.pid))
+            self.peak = max(self.peak, tree_memory_bytes(self.pid))
             self.done.wait(0.2)
 
 

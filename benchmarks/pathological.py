@@ -19,13 +19,14 @@ import time
 from pathlib import Path
 
 import httpx
-from common import REPO, served
+from common import REPO
 
 from orchestrator.launcher import parse_service_list
 from shared.settings import ServiceSettings
+from tests.servers import serve_service
 from tests.test_pathological import (
     LIMIT_BYTES,
-    Page,
+    PathologicalPage,
     build_corpus,
     page_params,
     post_normal_page,
@@ -33,12 +34,12 @@ from tests.test_pathological import (
 )
 
 
-def run_service(name: str, corpus: list[Page], time_limit: float) -> list[str]:
+def run_service(name: str, corpus: list[PathologicalPage], time_limit: float) -> list[str]:
     """Table rows of one service."""
     rows = []
     settings = ServiceSettings(time_limit_s=time_limit, max_body_bytes=LIMIT_BYTES)
-    over = Page("over_limit_+1_byte", text_page(LIMIT_BYTES + 1))
-    with served(name, settings) as (url, client):
+    over = PathologicalPage("over_limit_+1_byte", text_page(LIMIT_BYTES + 1))
+    with serve_service(name, settings) as (url, client):
         for page in [*corpus, over]:
             params = page_params(name)
             started = time.monotonic()

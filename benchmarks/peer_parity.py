@@ -19,8 +19,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import common  # noqa: F401  (the repository on sys.path)
 
 from orchestrator.scoring import bag_f1
 from shared.datasets import dataset_dir

@@ -41,24 +41,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from common import REPO, command_line, require_dataset, write_results
 
-from orchestrator.insample import in_sample  # noqa: E402
-from orchestrator.models import PageResult  # noqa: E402
-from orchestrator.predictions import read_predictions  # noqa: E402
-from orchestrator.scoring import prepare_page, score_empty, score_extraction  # noqa: E402
-from orchestrator.statistics import ServiceSummary, Summary, summarize  # noqa: E402
-from shared.contract import Algorithm, Block, PageError  # noqa: E402
-from shared.datasets import dataset_dir  # noqa: E402
-from shared.decoding import decode_html  # noqa: E402
-from shared.html import parse_html, text_blocks  # noqa: E402
-from shared.registry import SERVICES  # noqa: E402
+from orchestrator.insample import in_sample
+from orchestrator.models import PageResult
+from orchestrator.predictions import read_predictions
+from orchestrator.scoring import prepare_page, score_empty, score_extraction
+from orchestrator.statistics import ServiceSummary, Summary, summarize
+from shared.contract import Algorithm, Block, PageError
+from shared.datasets import DATASETS
+from shared.decoding import decode_html
+from shared.html import parse_html, text_blocks
+from shared.registry import SERVICES
 
 BASELINE = "visible-text"
 RUN_ID = "quality"
-DATASETS = ("scrapinghub", "cleaneval", "chaos", "cleanportaleval")
 # Modes besides the default that `--services all` evaluates too.
 MODES = {"density": [f"density:threshold={mode}" for mode in ("fixed", "mean", "gaussian")]}
 
@@ -170,9 +167,7 @@ PUBLISHED = " (published)"
 
 def dataset_tasks(name: str, services: tuple[str, ...], limit: int | None,
                   with_published: bool = True) -> list[PageTask]:
-    folder = dataset_dir(name)
-    if folder is None:
-        raise SystemExit(f"dataset {name!r} not found (set BOILERBENCH_DATASETS)")
+    folder = require_dataset(name)
     published = {f"{path.stem}{PUBLISHED}": read_predictions(path)
                  for path in sorted((folder / "published").glob("*.json"))} \
         if with_published else {}
@@ -358,18 +353,14 @@ def main(argv: list[str] | None = None) -> int:
                 paths[dataset, target].write_text(json.dumps(mine), encoding="utf-8")
     results += fresh
     summary = summarize(results)
-    command = "python benchmarks/quality.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    args.out.mkdir(parents=True, exist_ok=True)
+    command = command_line(__file__, argv)
     lodo, trained = learned_rows(services)
-    (args.out / "quality.md").write_text(
-        markdown(summary, missing, command.strip(), seconds, datasets, lodo, trained),
-        encoding="utf-8")
-    (args.out / "quality.json").write_text(json.dumps({
-        "command": command.strip(), "seconds": round(seconds, 1), "missing": missing,
-        "leave_one_dataset_out": lodo,
-        "trained_on": {k: sorted(v) for k, v in trained.items()},
-        "summary": summary.model_dump(mode="json")}, indent=1), encoding="utf-8")
-    print((args.out / "quality.md").read_text(encoding="utf-8"))
+    write_results(args.out, "quality",
+                  markdown(summary, missing, command, seconds, datasets, lodo, trained), {
+                      "command": command, "seconds": round(seconds, 1), "missing": missing,
+                      "leave_one_dataset_out": lodo,
+                      "trained_on": {k: sorted(v) for k, v in trained.items()},
+                      "summary": summary.model_dump(mode="json")})
     return 0
 
 

@@ -13,22 +13,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
+import common  # noqa: F401  (the repository on sys.path)
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from orchestrator.field_metrics import rouge_lsum_f1, shingle_counts  # noqa: E402
-from orchestrator.scoring import prepare_page, score_extraction  # noqa: E402
-from shared.contract import Block  # noqa: E402
-from shared.datasets import dataset_dir  # noqa: E402
-from shared.tokens import tokenize  # noqa: E402
+from orchestrator.field_metrics import rouge_lsum_f1, shingle_counts
+from orchestrator.scoring import prepare_page, score_extraction
+from shared.contract import Block
+from shared.datasets import dataset_dir
+from shared.tokens import tokenize
 
 
 def articles(tokens: int) -> list[list[str]]:

@@ -23,13 +23,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import common  # noqa: F401  (puts the repository on sys.path)
 import httpx
+from common import require_dataset
 
 from orchestrator.launcher import LocalStack, free_port, wait_healthy
-from shared.datasets import dataset_dir
 from shared.registry import SERVICES
-from tests.test_memory import tree_rss_bytes
+from tests.processes import tree_memory_bytes
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WORKERS = 2
@@ -46,7 +45,7 @@ def measure(name: str, pages: list[bytes]) -> dict[str, float]:
             for i, page in enumerate(pages, 1):
                 client.post(f"{url}/extract", content=page,
                             headers={"content-type": "text/html"})
-                rss = tree_rss_bytes(pid)
+                rss = tree_memory_bytes(pid)
                 peak = max(peak, rss)
                 if i == WARM_UP_PAGES:
                     after_warm_up = rss
@@ -72,14 +71,14 @@ def measure_orchestrator(folder: Path, service: str = "bte") -> dict[str, float]
         try:
             url = f"http://127.0.0.1:{port}"
             wait_healthy(url, 60.0, api)
-            idle = tree_rss_bytes(api.pid)
+            idle = tree_memory_bytes(api.pid)
             peak = idle
             with httpx.Client(timeout=60.0) as client:
                 run = client.post(f"{url}/runs", json={"dataset": [str(folder)],
                                                       "services": [service]}).json()
                 while client.get(f"{url}/runs/{run['id']}").json()["status"] not in (
                         "finished", "failed"):
-                    peak = max(peak, tree_rss_bytes(api.pid))
+                    peak = max(peak, tree_memory_bytes(api.pid))
                     time.sleep(0.2)
         finally:
             api.terminate()
@@ -94,9 +93,7 @@ def main() -> None:
     parser.add_argument("--services", default=",".join([*SERVICES, "orchestrator"]))
     parser.add_argument("--dataset", default="scrapinghub")
     args = parser.parse_args()
-    folder = dataset_dir(args.dataset)
-    if folder is None:
-        raise SystemExit(f"dataset {args.dataset} not found (set BOILERBENCH_DATASETS)")
+    folder = require_dataset(args.dataset)
     pages = [p.read_bytes() for p in sorted((folder / "html").glob("*.html"))]
     path = RESULTS / "service_memory.json"
     results = json.loads(path.read_text()) if path.exists() else {"services": {}}

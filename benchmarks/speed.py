@@ -40,7 +40,6 @@ import datetime
 import http.client
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -55,14 +54,10 @@ from urllib.parse import urlencode, urlsplit
 from xml.sax.saxutils import escape
 
 import orjson
+from common import REPO, command_line, machine, require_dataset, write_results
 from lxml import etree
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from shared.datasets import dataset_dir  # noqa: E402
-from shared.registry import SERVICES  # noqa: E402
+from shared.registry import SERVICES
 
 if TYPE_CHECKING:
     from orchestrator.launcher import LocalStack
@@ -72,7 +67,6 @@ PEER = "trafilatura.extract"
 DENSITY_MODES = ("fixed", "mean", "gaussian", "learned")
 FEED_WORDS = 60
 WARM_UP_PAGES = 3
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -296,32 +290,11 @@ def measure_in_process(target: str, pages_file: Path, repeat: int) -> dict[str, 
 
 
 
-def _tree(pid: int) -> list[int]:
-    """The pid and all its descendants (from /proc/<pid>/task/*/children)."""
-    found, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        found.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                stack += [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                continue
-    return found
-
-
 def _tree_peak_mb(pid: int) -> float:
     """Summed peak RSS (VmHWM) of a process tree, in MB."""
-    total = 0
-    for member in _tree(pid):
-        try:
-            status = Path(f"/proc/{member}/status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                total += int(line.split()[1])
-    return round(total / 1024, 1)
+    from tests.processes import tree_memory_bytes
+
+    return round(tree_memory_bytes(pid, "VmHWM") / 2**20, 1)
 
 
 class KeepAliveClient:
@@ -429,14 +402,9 @@ def _stack_for(name: str, free_port: Callable[[], int]) -> LocalStack:
 
 def _tree_cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process tree (its live members)."""
-    total = 0.0
-    for member in _tree(pid):
-        try:
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    return total
+    from tests.processes import process_cpu_s, process_tree
+
+    return sum(map(process_cpu_s, process_tree(pid)))
 
 
 def _params(options: dict[str, str], url: str | None) -> dict[str, str]:
@@ -472,19 +440,6 @@ def summarize_times(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "mean_ms": round(statistics.fmean(times), 3),
         "pages_per_s_per_core": round(len(times) / (sum(times) / 1000), 1) if sum(times) else None,
     }
-
-
-def machine() -> dict[str, Any]:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version(),
-            "platform": platform.platform(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
 
 
 def build_summary(in_process: dict[str, dict[str, Any]], http: dict[str, dict[str, Any]],
@@ -667,9 +622,7 @@ def render_markdown(report: dict[str, Any]) -> str:
 def load_pages(datasets: Sequence[str], limit: int | None) -> list[PageRef]:
     pages: list[PageRef] = []
     for name in datasets:
-        folder = dataset_dir(name)
-        if folder is None:
-            raise SystemExit(f"dataset {name!r} not found (see shared/datasets.py)")
+        folder = require_dataset(name)
         urls: dict[str, str] = {}
         index = folder / "index.tsv"
         if index.exists():
@@ -683,6 +636,23 @@ def load_pages(datasets: Sequence[str], limit: int | None) -> list[PageRef]:
         pages += [PageRef(name, i, str(folder / "html" / f"{i}.html"),
                           str(folder / "content" / f"{i}.txt"), urls.get(i)) for i in ids]
     return pages
+
+
+def measure_each(targets: Sequence[str], how: str, failures: dict[str, str],
+                 measure: Callable[[str], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each target's measurement `how` ("in-process", "http"), the seconds each took on
+    stderr; a failed one goes to `failures` instead."""
+    results = {}
+    for target in targets:
+        started = time.perf_counter()
+        result = measure(target)
+        print(f"{how} {target}: {time.perf_counter() - started:.1f} s", file=sys.stderr,
+              flush=True)
+        if "failed" in result:
+            failures[f"{target} ({how})"] = result["failed"]
+        else:
+            results[target] = result
+    return results
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -704,33 +674,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     services = expand_services(args.services)
     pages = load_pages(datasets, args.limit)
     load_start = [round(x, 2) for x in os.getloadavg()]
-    in_process: dict[str, dict[str, Any]] = {}
-    http: dict[str, dict[str, Any]] = {}
     failures: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         pages_file = Path(tmp) / "pages.json"
         pages_file.write_text(json.dumps([p.__dict__ for p in pages]))
-        for target in (*FLOORS, PEER, *services):
-            started = time.perf_counter()
-            result = measure_in_process(target, pages_file, args.repeat)
-            print(f"in-process {target}: {time.perf_counter() - started:.1f} s",
-                  file=sys.stderr, flush=True)
-            if "failed" in result:
-                failures[f"{target} (in-process)"] = result["failed"]
-                continue
-            in_process[target] = result
-    if not args.no_http:
-        for target in services:
-            if target not in in_process:  # its extractor did not even load
-                continue
-            started = time.perf_counter()
-            result = measure_http(target, pages, args.repeat)
-            print(f"http {target}: {time.perf_counter() - started:.1f} s",
-                  file=sys.stderr, flush=True)
-            if "failed" in result:
-                failures[f"{target} (http)"] = result["failed"]
-                continue
-            http[target] = result
+        in_process = measure_each(
+            (*FLOORS, PEER, *services), "in-process", failures,
+            lambda target: measure_in_process(target, pages_file, args.repeat))
+    http = {} if args.no_http else measure_each(
+        [t for t in services if t in in_process],  # the others' extractors did not load
+        "http", failures, lambda target: measure_http(target, pages, args.repeat))
     summary = build_summary(in_process, http, datasets)
     memory = {t: {"in_process_peak_mb": r.get("peak_rss_mb"),
                   "in_process_baseline_mb": r.get("baseline_rss_mb"),
@@ -740,8 +693,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {**machine(), "load_avg_start": load_start,
                     "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
-        "command": "python benchmarks/speed.py " + " ".join(sys.argv[1:] if argv is None
-                                                            else argv),
+        "command": command_line(__file__, argv),
         "repeat": args.repeat,
         "page_counts": {d: sum(1 for p in pages if p.dataset == d) for d in datasets},
         "summary": summary,
@@ -752,11 +704,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                   "http": {t: r["pages"] for t, r in http.items()}},
     }
     report["machine"]["load_avg_start"] = load_start
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "speed.json").write_text(json.dumps(report, indent=1))
-    markdown = render_markdown(report)
-    (args.out / "speed.md").write_text(markdown)
-    print(markdown)
+    write_results(args.out, "speed", render_markdown(report), report)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import json
 import multiprocessing
 import os
 import statistics
@@ -53,17 +52,12 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-for _path in (REPO, REPO / "benchmarks"):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
+from common import REPO, command_line, machine, require_dataset, write_results
 
-from speed import machine  # noqa: E402
-
-import orchestrator.report  # noqa: E402, F401  (imported before any clock starts)
-from orchestrator.launcher import LocalStack, parse_service_list  # noqa: E402
-from orchestrator.models import PageResult  # noqa: E402
-from orchestrator.runner import (  # noqa: E402
+import orchestrator.report  # noqa: F401  (imported before any clock starts)
+from orchestrator.launcher import LocalStack, parse_service_list
+from orchestrator.models import PageResult
+from orchestrator.runner import (
     EmbeddedExtractor,
     Extractor,
     RunSpec,
@@ -74,49 +68,23 @@ from orchestrator.runner import (  # noqa: E402
     open_source,
     write_run_outputs,
 )
-from orchestrator.scoring import prepare_page, score_empty, score_extraction  # noqa: E402
-from orchestrator.store import Store  # noqa: E402
-from shared.contract import Algorithm  # noqa: E402
-from shared.datasets import dataset_dir  # noqa: E402
-from shared.decoding import NotHTMLError  # noqa: E402
-from shared.registry import SERVICES, MissingInputError, page_options  # noqa: E402
-from tests.servers import free_port  # noqa: E402
+from orchestrator.scoring import prepare_page, score_empty, score_extraction
+from orchestrator.store import Store
+from shared.contract import Algorithm
+from shared.decoding import NotHTMLError
+from shared.registry import SERVICES, MissingInputError, page_options
+from shared.workers import descendants
+from tests.processes import CLOCK_TICKS, process_cpu_s
+from tests.servers import free_port
 
 MODES = ("serial", "embedded-1", "embedded-2", "local")
 PHASES = ("prepare", "extract", "transport", "parse", "score", "store")
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of one process and its reaped children."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    # utime, stime, cutime, cstime: fields 14-17 of stat, 11-14 after the name.
-    return sum(int(f) for f in fields[11:15]) / CLOCK_TICKS
-
-
 def machine_times_s() -> dict[str, float]:
     """The machine's CPU seconds since boot, summed over its cores (/proc/stat): idle
     (with iowait) and steal, the time the hypervisor gave this VM's cores to others."""
     fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     # user nice system idle iowait irq softirq steal ...
     return {"idle": (fields[3] + fields[4]) / CLOCK_TICKS, "steal": fields[7] / CLOCK_TICKS}
-
-
-def _descendants(pid: int) -> list[int]:
-    found, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            found += children
-            stack += children
-    return found
 
 
 class CpuMeter:
@@ -134,8 +102,8 @@ class CpuMeter:
         self.machine: dict[str, float] = {}  # idle and steal seconds between start and stop
 
     def sample(self) -> None:
-        for pid in _descendants(os.getpid()):
-            cpu = _process_cpu_s(pid)
+        for pid in descendants(os.getpid()):
+            cpu = process_cpu_s(pid, reaped=True)
             first = self.seen.get(pid, (cpu, cpu))[0]
             self.seen[pid] = (first, cpu)
 
@@ -168,9 +136,7 @@ def limited_sources(datasets: Sequence[str], limit: int | None, tmp: Path,
     pages; with several parts, to every parts-th of those pages from the part-th on."""
     sources = []
     for name in datasets:
-        folder = dataset_dir(name)
-        if folder is None:
-            raise SystemExit(f"dataset {name!r} not found (see shared/datasets.py)")
+        folder = require_dataset(name)
         html, content = folder / "html", folder / "content"
         if limit or parts > 1:
             html, content = tmp / f"{name}-{part}" / "html", tmp / f"{name}-{part}" / "content"
@@ -484,16 +450,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {**machine(), "load_avg_start": load_start,
                     "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
-        "command": "python benchmarks/throughput.py " + " ".join(
-            sys.argv[1:] if argv is None else argv),
+        "command": command_line(__file__, argv),
         "services": list(algorithms), "left_out": failed, "page_counts": counts,
         "two_core_scaling": scaling, "runs": runs,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "throughput.json").write_text(json.dumps(report, indent=1))
-    markdown = render_markdown(report)
-    (args.out / "throughput.md").write_text(markdown)
-    print(markdown)
+    write_results(args.out, "throughput", render_markdown(report), report)
 
 
 if __name__ == "__main__":

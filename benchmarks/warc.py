@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import io
-import json
 import os
 import platform
 import tempfile
@@ -31,12 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import common  # noqa: F401  (puts the repository on sys.path)
+from common import require_dataset, write_results
 from rich.console import Console
 from throughput import two_core_scaling
 
 from orchestrator.warc_job import WarcJob, run_job
-from shared.datasets import dataset_dir
 from tests.warc_files import Response, dataset_responses, write_warc
 
 MODES = ("1 process", "2 processes", "Ray, 2 CPUs")
@@ -46,9 +44,7 @@ def build_warc(path: Path, datasets: list[str], records: int) -> int:
     """A WARC of `records` HTML responses taken in turn from the datasets' pages."""
     pools: list[list[Response]] = []
     for name in datasets:
-        folder = dataset_dir(name)
-        if folder is None:
-            raise SystemExit(f"dataset {name} not found (set BOILERBENCH_DATASETS)")
+        folder = require_dataset(name)
         pools.append(dataset_responses(folder / "html", records))
     mixed = [pool[i] for i in range(records) for pool in pools][:records]
     write_warc(path, mixed)
@@ -129,10 +125,7 @@ def main() -> None:
                              if best[s][MODES[0]] else None for s in services},
         "rounds": rounds,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "warc.json").write_text(json.dumps(results, indent=2) + "\n")
-    (args.out / "warc.md").write_text(render_markdown(results, modes))
-    print((args.out / "warc.md").read_text())
+    write_results(args.out, "warc", render_markdown(results, modes), results)
 
 
 def render_markdown(results: dict[str, Any], modes: tuple[str, ...]) -> str:

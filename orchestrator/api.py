@@ -21,7 +21,7 @@ At most `max_running_runs` runs execute at once; later ones wait as "pending",
 and past `max_queued_runs` waiting, POST /runs is refused with 429 and a
 Retry-After. An uploaded archive is unpacked in a worker thread, one at a time,
 into a folder of its own under `uploads` (limits counted on the real unpacked
-bytes, see orchestrator/datasets.py), which the run reads from and which is
+bytes, see orchestrator/testsets.py), which the run reads from and which is
 deleted with it; its pages are not copied into the store.
 
 Errors are the contract's ErrorReply, `{"error", "detail"}`, like the services'.
@@ -57,14 +57,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.datastructures import UploadFile
 
 from orchestrator.config import ConfigError, RunConfig, load_config
-from orchestrator.datasets import (
-    ArchiveLimits,
-    Dataset,
-    DatasetError,
-    DatasetIn,
-    archive_dataset_folders,
-    unpack_archive,
-)
 from orchestrator.pagediff import page_diff
 from orchestrator.runner import (
     DatasetSource,
@@ -79,6 +71,14 @@ from orchestrator.runner import (
 from orchestrator.service_options import OptionsError, check_options
 from orchestrator.statistics import ranked, summarize
 from orchestrator.store import UNFINISHED, Store, StoreError
+from orchestrator.testsets import (
+    ArchiveLimits,
+    Dataset,
+    DatasetError,
+    DatasetIn,
+    archive_dataset_folders,
+    unpack_archive,
+)
 from shared.answer import ServiceError, validation_message
 from shared.datasets import datasets_root
 from shared.openapi import document_bodies, install_offline_docs
@@ -166,7 +166,8 @@ def _resolve_dataset(path: str, roots: list[Path]) -> Path:
 
 
 def _spec_from(config: RunConfig, services: list[str] | None,
-               options: dict[str, dict[str, Any]], backend: str | None) -> RunSpec:
+               options: dict[str, dict[str, Any]],
+               backend: Literal["http", "embedded"] | None) -> RunSpec:
     names = services or config.services
     unknown = [n for n in names if n not in SERVICES]
     if unknown or not names:
@@ -180,14 +181,7 @@ def _spec_from(config: RunConfig, services: list[str] | None,
         check_options({**config.options, **options})
     except OptionsError as exc:
         raise ServiceError(422, "invalid_options", str(exc)) from None
-    mode = backend or ("embedded" if config.mode == "embedded" else "http")
-    return RunSpec(
-        datasets=[], services=names, options={**config.options, **options},
-        backend="embedded" if mode == "embedded" else "http", urls=config.urls,
-        concurrency=config.concurrency, workers=config.workers, timeout_s=config.timeout_s,
-        retries=config.retries, backoff_s=config.backoff_s, service_token=config.service_token,
-        output_folder=str(config.output_folder.resolve()),
-    )
+    return config.run_spec(services=names, options=options, backend=backend)
 
 
 @dataclass
@@ -305,7 +299,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         for info in api.store.unfinished_runs():
             spec = api.spec(info.id)
             # A run of a stack started for it is resumed on this server's services.
-            urls = ({name: api.run_config.urls.get(name, f"http://127.0.0.1:{SERVICES[name].port}")
+            known = api.run_config.service_urls
+            urls = ({name: known.get(name, f"http://127.0.0.1:{SERVICES[name].port}")
                      for name in spec.services} if spec.local else None)
             api.start_task(info.id, urls)
     try:

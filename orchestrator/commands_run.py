@@ -40,10 +40,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestrator.config import LEGACY_STORE, ConfigError, RunConfig, load_config
-from orchestrator.datasets import SCRAPINGHUB_URL, DatasetError, download_scrapinghub
 from orchestrator.launcher import LocalStack, StackError, check_service, free_port
 from orchestrator.models import RANK_KEYS
 from orchestrator.service_options import OptionsError, check_options
+from orchestrator.testsets import SCRAPINGHUB_URL, DatasetError, download_scrapinghub
 
 if TYPE_CHECKING:
     from orchestrator.models import PageResult
@@ -250,15 +250,8 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
         raise typer.Exit(2) from None
     if not sets:
         sets = [("sample", SAMPLE_DIR / "html", SAMPLE_DIR / "content", SAMPLE_DIR / "feeds")]
-    local = config.mode == "local"
-    spec = RunSpec(
-        datasets=[], services=config.services if services is None else services,
-        predictions=predictions or {}, rank_by=rank_by, options=config.options,
-        backend="embedded" if config.mode == "embedded" else "http", urls=config.service_urls,
-        local=local, concurrency=config.concurrency, workers=config.workers,
-        timeout_s=config.timeout_s, retries=config.retries, backoff_s=config.backoff_s,
-        service_token=config.service_token, output_folder=str(config.output_folder.resolve()),
-    )
+    spec = config.run_spec(services=services, predictions=predictions, rank_by=rank_by,
+                           local=config.mode == "local")
     _check_assumed_services(spec, config)
     try:
         run_id = create_run(db, spec, [folder_source(*s) for s in sets])

@@ -71,7 +71,7 @@ import sys
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
@@ -84,6 +84,9 @@ from pydantic_settings import (
 
 from orchestrator.launcher import service_port
 from shared.registry import SERVICES
+
+if TYPE_CHECKING:
+    from orchestrator.runner import Backend, RunSpec
 
 Mode = Literal["embedded", "http", "local"]
 
@@ -206,7 +209,7 @@ class RunConfig(BaseSettings):
         if self.mode != "http" or self.port_base is None:
             return dict(self.urls)
         return {name: f"http://127.0.0.1:{service_port(name, self.port_base)}"
-                for name in self.services} | self.urls
+                for name in SERVICES} | self.urls
 
     @property
     def store_path(self) -> Path:
@@ -225,6 +228,29 @@ class RunConfig(BaseSettings):
             sets.append((folder.resolve().name, folder / "html", folder / "content",
                          feeds if feeds.is_dir() else None))
         return sets
+
+    def run_spec(self, *, services: list[str] | None = None,
+                 options: Mapping[str, dict[str, Any]] | None = None,
+                 backend: Backend | None = None, predictions: dict[str, str] | None = None,
+                 rank_by: str = "f1", local: bool = False) -> RunSpec:
+        """The run these settings describe, before its test sets are added (the CLI and
+        the API both start runs from it). `services` replaces the configured ones,
+        `options` are merged over the configured ones per service, `backend` overrides
+        the mode's; `local`: the URLs are of a stack started for this run."""
+        # Imported here: the runner pulls in the HTTP client, which reading a
+        # configuration does not need.
+        from orchestrator.runner import RunSpec
+
+        return RunSpec(
+            datasets=[], services=self.services if services is None else services,
+            predictions=predictions or {}, rank_by=rank_by,
+            options={**self.options, **(options or {})},
+            backend=backend or ("embedded" if self.mode == "embedded" else "http"),
+            urls=self.service_urls, local=local, concurrency=self.concurrency,
+            workers=self.workers,
+            timeout_s=self.timeout_s, retries=self.retries, backoff_s=self.backoff_s,
+            service_token=self.service_token, output_folder=str(self.output_folder.resolve()),
+        )
 
 
 def default_store_path() -> Path:

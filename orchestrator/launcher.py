@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -125,21 +125,25 @@ class LocalStack:
     def port(self, name: str) -> int:
         return (self.ports or {}).get(name, SERVICES[name].port)
 
-    def start(self, timeout: float = 120.0) -> dict[str, str]:
-        """Start every service, wait until each is healthy; name -> base URL.
+    def start(self, timeout: float = 120.0, names: Sequence[str] | None = None
+              ) -> dict[str, str]:
+        """Start every service (or the `names`, again after they died or were killed),
+        wait until each is healthy; name -> base URL of every service.
 
         A port already taken fails before anything starts: otherwise another stack's
         service there could pass for ours.
         """
-        taken = [f"{name} on {self.port(name)}" for name in self.names
+        starting = self.names if names is None else names
+        taken = [f"{name} on {self.port(name)}" for name in starting
                  if not port_is_free(self.host, self.port(name))]
         if taken:
             raise StackError(f"port in use: {', '.join(taken)} (another stack there? "
                              "`--port-base` moves a stack)")
-        for name in self.names:
+        for name in starting:
             self._spawn(name)
         try:
-            for service in self.processes.values():
+            for name in self.names if names is None else names:
+                service = self.processes[name]
                 wait_healthy(service.url, timeout, service.process)
         except BaseException:
             self.stop()
@@ -156,12 +160,6 @@ class LocalStack:
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
         self.processes[name] = ServiceProcess(name, f"http://{self.host}:{port}", process)
-
-    def restart(self, name: str, timeout: float = 120.0) -> None:
-        """Start one service again (after it died or was stopped)."""
-        self.kill(name)
-        self._spawn(name)
-        wait_healthy(self.processes[name].url, timeout, self.processes[name].process)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Signal one service's process group (its worker processes too)."""

@@ -69,11 +69,11 @@ import aiohttp
 import orjson
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from orchestrator.datasets import Dataset, Page, in_memory, open_folder
 from orchestrator.models import PageResult, PageScores, RunInfo
 from orchestrator.predictions import MISSING, lookup, read_predictions, write_predictions
 from orchestrator.scoring import PageReference, prepare_page, score_empty, score_extraction
 from orchestrator.store import Store
+from orchestrator.testsets import Dataset, LabelledPage, in_memory, open_folder
 from shared.answer import ServiceError, finish_reply
 from shared.contract import Block, ExtractReply
 from shared.decoding import NotHTMLError
@@ -500,7 +500,7 @@ class _Prepared:
     """`reason` is an error of scoring (a time limit), not a page to skip."""
 
 
-def _prepare(page: Page) -> _Prepared:
+def _prepare(page: LabelledPage) -> _Prepared:
     try:
         html = page.html_text()
     except NotHTMLError as exc:
@@ -520,14 +520,16 @@ class PreparedPages:
     bounded memory.
     """
 
-    def __init__(self, load: Callable[[Dataset, str], Coroutine[Any, Any, tuple[Page, _Prepared]]],
+    def __init__(self,
+                 load: Callable[[Dataset, str],
+                                Coroutine[Any, Any, tuple[LabelledPage, _Prepared]]],
                  needed: dict[tuple[str, str], int], limit: int = 256) -> None:
         self.load = load
         self.needed = dict(needed)
         self.limit = limit
-        self.entries: dict[tuple[str, str], asyncio.Task[tuple[Page, _Prepared]]] = {}
+        self.entries: dict[tuple[str, str], asyncio.Task[tuple[LabelledPage, _Prepared]]] = {}
 
-    async def get(self, dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
+    async def get(self, dataset: Dataset, page_id: str) -> tuple[LabelledPage, _Prepared]:
         key = (dataset.name, page_id)
         entry = self.entries.get(key)
         if entry is None:
@@ -711,10 +713,10 @@ class RunExecution:
             if self.store.status(self.run_id) == "cancelled":
                 raise RunCancelledError(f"run {self.run_id} was cancelled")
 
-    async def load_page(self, dataset: Dataset, page_id: str) -> tuple[Page, _Prepared]:
+    async def load_page(self, dataset: Dataset, page_id: str) -> tuple[LabelledPage, _Prepared]:
         """A page read and prepared in the scoring thread; past the time limit, a stand-in
         that every row records as an unscored error."""
-        def load() -> tuple[Page, _Prepared]:
+        def load() -> tuple[LabelledPage, _Prepared]:
             started = time.perf_counter()
             page = dataset.page(page_id)
             prepared = _prepare(page)
@@ -722,9 +724,9 @@ class RunExecution:
             return page, prepared
 
         try:
-            loaded: tuple[Page, _Prepared] = await self.scoring.run(load)
+            loaded: tuple[LabelledPage, _Prepared] = await self.scoring.run(load)
         except TimeoutError:
-            return (Page(dataset.name, page_id, b"", ""),
+            return (LabelledPage(dataset.name, page_id, b"", ""),
                     _Prepared(None, None, _scoring_too_slow(self.spec.scoring_time_limit_s),
                               unscored=True))
         return loaded
@@ -739,7 +741,7 @@ class RunExecution:
         self.store.add_warnings(self.run_id, [f"{dataset.name}/{page_id}: {reason}"
                                               for reason in reasons])
 
-    def service_options(self, dataset: Dataset, page: Page, row: str
+    def service_options(self, dataset: Dataset, page: LabelledPage, row: str
                         ) -> dict[str, Any] | str:
         """The options a row's request carries for this page, or why the page is skipped
         for it: a service that needs more than the HTML gets it from its registry entry's
@@ -749,7 +751,7 @@ class RunExecution:
         except MissingInputError as missing:
             return str(missing)
 
-    async def outcome(self, row: str, html: str, dataset: Dataset, page: Page,
+    async def outcome(self, row: str, html: str, dataset: Dataset, page: LabelledPage,
                       options: dict[str, Any]) -> Outcome:
         """The row's extract of the page: from its prediction file, or its service."""
         if row in self.predicted:
@@ -759,7 +761,7 @@ class RunExecution:
             raise RuntimeError("execute_run needs an extractor for live services")
         return await self.extractor.extract(row, html, options)
 
-    async def result(self, dataset: Dataset, page: Page, prepared: _Prepared,
+    async def result(self, dataset: Dataset, page: LabelledPage, prepared: _Prepared,
                      row: str) -> PageResult:
         """One row's result for one page: skipped, an error (scored as empty output where
         the page could be scored) or its scored extract."""

@@ -144,14 +144,10 @@ def bag_f1(text: str, gold: str) -> float:
     return bag_counts(PageReference([], tokenize(gold)), tokenize(text)).f1
 
 
-def block_counts(ref: PageReference, blocks: Sequence[Block]) -> Counts | None:
-    """Block-level counts, or None when no block holds a token."""
-    tokenized = [(block.is_content, ref.block_tokens(block.text)) for block in blocks]
-    return _block_counts(ref, [(kept, tokens) for kept, tokens in tokenized if tokens])
-
-
-def _block_counts(ref: PageReference, tokenized: list[tuple[bool, list[str]]]) -> Counts | None:
-    """block_counts on blocks already tokenized (those with tokens only)."""
+def _block_counts(ref: PageReference, blocks: list[tuple[bool, list[str]]]) -> Counts | None:
+    """Block-level counts of (kept, tokens) blocks (blocks without a token do not
+    count), or None when no block holds a token."""
+    tokenized = [(kept, tokens) for kept, tokens in blocks if tokens]
     if not tokenized:
         return None
     all_tokens = [token for _, tokens in tokenized for token in tokens]
@@ -179,7 +175,7 @@ def score_extraction(ref: PageReference, text: str, blocks: Sequence[Block] | No
     block = None
     if blocks:
         tokenized = [(b.is_content, ref.block_tokens(b.text)) for b in blocks]
-        block = _block_counts(ref, [(kept, tokens) for kept, tokens in tokenized if tokens])
+        block = _block_counts(ref, tokenized)
         if text == "\n".join([b.text for b in blocks if b.is_content]):
             tokens = [token for kept, words in tokenized if kept for token in words]
         else:

@@ -88,10 +88,6 @@ class ServiceSummary(BaseModel):
     error_reasons: dict[str, int] = Field(default_factory=dict)
     """Errors and skips by reason (the reason's first part), most frequent first."""
 
-    @property
-    def scored(self) -> int:
-        return self.levels["word"].pages if "word" in self.levels else 0
-
 
 class PairwiseTest(BaseModel):
     """Wilcoxon signed-rank test of per-page word F1, service_a against service_b."""
@@ -171,16 +167,6 @@ def bootstrap_cis(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RES
     alpha = (1.0 - level) / 2.0
     bounds = np.quantile(means, [alpha, 1.0 - alpha], axis=0)
     return [(float(bounds[0, i]), float(bounds[1, i])) for i in range(k)]
-
-
-def bootstrap_ci(values: Sequence[float] | NDArray[np.float64], *,
-                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
-                 level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of one figure."""
-    data = np.asarray(values, dtype=np.float64)
-    if data.size == 0:
-        raise ValueError("bootstrap of no values")
-    return bootstrap_cis(data[None, :], resamples=resamples, seed=seed, level=level)[0]
 
 
 def describe_many(values: NDArray[np.float64]) -> list[MetricSummary]:

@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.datasets import Page
 from orchestrator.models import PageResult, RunInfo, RunStatus
+from orchestrator.testsets import LabelledPage
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -162,7 +162,7 @@ class Store:
     # -- runs ------------------------------------------------------------------------
 
     def create_run(self, info: RunInfo, spec: dict[str, Any], warnings: list[str],
-                   inputs: Iterable[Page] = ()) -> None:
+                   inputs: Iterable[LabelledPage] = ()) -> None:
         """Record a new run with its plan, warnings and (inline) input pages at once."""
         with self._transaction() as db:
             db.execute(
@@ -257,15 +257,16 @@ class Store:
 
     # -- inputs ----------------------------------------------------------------------
 
-    def inputs(self, run_id: str) -> dict[str, list[Page]]:
+    def inputs(self, run_id: str) -> dict[str, list[LabelledPage]]:
         """A run's stored input pages by dataset name (in insertion order)."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT dataset, page_id, html, gold, feed FROM inputs WHERE run_id = ? "
                 "ORDER BY rowid", (run_id,)).fetchall()
-        pages: dict[str, list[Page]] = {}
+        pages: dict[str, list[LabelledPage]] = {}
         for dataset, page_id, html, gold, feed in rows:
-            pages.setdefault(dataset, []).append(Page(dataset, page_id, bytes(html), gold, feed))
+            pages.setdefault(dataset, []).append(
+                LabelledPage(dataset, page_id, bytes(html), gold, feed))
         return pages
 
     # -- page results ----------------------------------------------------------------

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DATASETS = ("scrapinghub", "cleaneval", "chaos", "cleanportaleval")
+"""The development datasets, in the order training and the benchmarks list them."""
 
 
 def datasets_root() -> Path:

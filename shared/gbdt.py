@@ -16,6 +16,7 @@ wherever the trainer would have sent it.
 from __future__ import annotations
 
 import functools
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,8 +34,21 @@ def sigmoid(x: Matrix) -> Matrix:
     return result
 
 
+class LogitClassifier(ABC):
+    """A binary classifier whose logits (one per row) a sigmoid turns into probabilities."""
+
+    @abstractmethod
+    def logits(self, features: Matrix) -> Matrix: ...
+
+    def probabilities(self, features: Matrix) -> Matrix:
+        """P(positive) of each row; an empty matrix gives an empty vector."""
+        if features.shape[0] == 0:
+            return np.zeros(0)
+        return sigmoid(self.logits(features))
+
+
 @dataclass(frozen=True)
-class Gbdt:
+class Gbdt(LogitClassifier):
     """Binary trees over flat node arrays: node i splits on `x[feature[i]] <= threshold[i]`
     (then `left[i]`, else `right[i]`) or, with feature -1, is a leaf worth `value[i]`;
     tree t starts at node `roots[t]`. The logit is `base` plus one leaf per tree."""
@@ -84,12 +98,6 @@ class Gbdt:
         leaves = self.value.take(node, mode="wrap")
         total: Matrix = self.base + leaves.sum(axis=1)
         return total
-
-    def probabilities(self, features: Matrix) -> Matrix:
-        """P(positive) of each row; an empty matrix gives an empty vector."""
-        if features.shape[0] == 0:
-            return np.zeros(0)
-        return sigmoid(self.logits(features))
 
     def to_json(self) -> dict[str, Any]:
         return {"base": self.base, "roots": self.roots.tolist(), "feature": self.feature.tolist(),

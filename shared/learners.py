@@ -14,6 +14,7 @@ numerical and finite (`use_missing` off), so each split is LightGBM's plain
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from threadpoolctl import threadpool_limits
 
 from shared.gbdt import Gbdt
 from shared.mlp import Mlp
+from shared.training import TrainingPage, stack
 
 Matrix = npt.NDArray[np.float64]
 
@@ -175,3 +177,17 @@ def train_mlp(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64],
               params: NetworkParams, seed: int) -> Mlp:
     """A neural network trained by scikit-learn (fit_network) and exported (export_network)."""
     return export_network(*fit_network(x, y, w, params, seed))
+
+
+def fit_gbdt(params: TreeParams, seed: int, n_features: int,
+             pages: Sequence[TrainingPage]) -> Gbdt:
+    """train_gbdt on the training pages' weighted units (shared.training.stack)."""
+    x, y, w = stack(pages, n_features)
+    return train_gbdt(x, y, w, params, seed)
+
+
+def fit_mlp(params: NetworkParams, seed: int, n_features: int,
+            pages: Sequence[TrainingPage]) -> Mlp:
+    """train_mlp on the training pages' weighted units (shared.training.stack)."""
+    x, y, w = stack(pages, n_features)
+    return train_mlp(x, y, w, params, seed)

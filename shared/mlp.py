@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shared.gbdt import sigmoid
+from shared.gbdt import LogitClassifier
 
 Matrix = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
-class Mlp:
+class Mlp(LogitClassifier):
     """Dense layers with tanh hidden units and one linear output (the logit)."""
 
     mean: Matrix
@@ -40,12 +40,6 @@ class Mlp:
                 h = np.tanh(h)
         result: Matrix = h[:, 0]
         return result
-
-    def probabilities(self, features: Matrix) -> Matrix:
-        """P(positive) of each row; an empty matrix gives an empty vector."""
-        if features.shape[0] == 0:
-            return np.zeros(0)
-        return sigmoid(self.logits(features))
 
     def to_json(self) -> dict[str, Any]:
         return {"mean": self.mean.tolist(), "scale": self.scale.tolist(),

@@ -26,7 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +35,7 @@ from threadpoolctl import threadpool_limits
 from shared.blockmap import CONTENT_SHARE, block_support
 from shared.decoding import NotHTMLError, decode_html
 from shared.gbdt import decide
-from shared.modelfile import write_json
+from shared.modelfile import read_json, write_json
 from shared.tokens import tokenize
 
 Matrix = npt.NDArray[np.float64]
@@ -48,7 +48,7 @@ CHECK_PAGES = 3  # pages per dataset whose word F1 is recorded for the reproduct
 
 
 @dataclass
-class Page:
+class TrainingPage:
     """One labelled page: its units' features, labels and tokens, and the gold words."""
 
     dataset: str
@@ -84,7 +84,7 @@ def load_page(dataset: Path, page_id: str) -> tuple[str, str]:
     return html, gold
 
 
-def _labelled(job: tuple[Labeller, Path, str]) -> Page | str:
+def _labelled(job: tuple[Labeller, Path, str]) -> TrainingPage | str:
     """A labelled page, or its id when the page is not HTML."""
     units, dataset, page_id = job
     try:
@@ -94,12 +94,18 @@ def _labelled(job: tuple[Labeller, Path, str]) -> Page | str:
     features, texts, tokens = units(html)
     gold_tokens = tokenize(gold)
     labels = np.array([float(s > CONTENT_SHARE) for s in block_support(texts, gold_tokens)])
-    return Page(dataset.name, page_id, features, labels, tokens, Counter(gold_tokens))
+    return TrainingPage(dataset.name, page_id, features, labels, tokens, Counter(gold_tokens))
+
+
+def label_rule(unit: str) -> str:
+    """How `load_datasets` labels a `unit` ("line", "block"), for a model file's metadata."""
+    return (f"a {unit} is content when more than half of its tokens align with the gold "
+            "tokens (shared.blockmap.block_support)")
 
 
 def load_datasets(datasets: Sequence[Path], units: Labeller, unit_name: str,
                   limit: int | None = None, workers: int = 1
-                  ) -> tuple[list[Page], list[dict[str, Any]]]:
+                  ) -> tuple[list[TrainingPage], list[dict[str, Any]]]:
     """Labelled pages of each dataset folder (the first `limit` ids) and their metadata
     (`unit_name`: what a row is, "lines" or "blocks"). Pages are computed in `workers`
     processes (`units` must then be a module-level function) but kept in id order."""
@@ -109,7 +115,7 @@ def load_datasets(datasets: Sequence[Path], units: Labeller, unit_name: str,
             results = list(pool.map(_labelled, jobs, chunksize=8))
     else:
         results = [_labelled(job) for job in jobs]
-    pages = [r for r in results if isinstance(r, Page)]
+    pages = [r for r in results if isinstance(r, TrainingPage)]
     meta = []
     for d in datasets:
         mine = [p for p in pages if p.dataset == d.name]
@@ -134,7 +140,7 @@ def word_f1(extracted: Counter[str], gold: Counter[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def page_f1(page: Page, keep: Mask) -> float:
+def page_f1(page: TrainingPage, keep: Mask) -> float:
     """Word F1 of the units of `page` that `keep` marks."""
     extracted: Counter[str] = Counter()
     for tokens, kept in zip(page.tokens, keep, strict=True):
@@ -143,7 +149,7 @@ def page_f1(page: Page, keep: Mask) -> float:
     return word_f1(extracted, page.gold)
 
 
-def mean_f1_by_dataset(pages: Sequence[Page], keep: Sequence[Mask]) -> dict[str, float]:
+def mean_f1_by_dataset(pages: Sequence[TrainingPage], keep: Sequence[Mask]) -> dict[str, float]:
     """Mean word F1 per dataset of the units kept (keep[i] for pages[i])."""
     scores: dict[str, list[float]] = {}
     for page, mask in zip(pages, keep, strict=True):
@@ -156,7 +162,7 @@ def overall(scores: dict[str, float]) -> float:
     return float(np.mean(list(scores.values())))
 
 
-def stack(pages: Sequence[Page], n_features: int
+def stack(pages: Sequence[TrainingPage], n_features: int
           ) -> tuple[Matrix, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Training rows of the units with tokens, their labels and weights: a unit weighs
     its share of its page's tokens and each dataset weighs the same, because the score
@@ -178,10 +184,8 @@ def stack(pages: Sequence[Page], n_features: int
     return np.vstack(xs), np.concatenate(ys), w * len(w) / w.sum()
 
 
-DATASETS = ("scrapinghub", "cleaneval", "chaos", "cleanportaleval")
-
-
-def leave_one_dataset_out(pages: Sequence[Page], fit: Callable[[Sequence[Page]], Classifier]
+def leave_one_dataset_out(pages: Sequence[TrainingPage],
+                          fit: Callable[[Sequence[TrainingPage]], Classifier]
                           ) -> list[Matrix]:
     """Each page's unit probabilities from the model `fit` on the pages of every other
     dataset. With a single dataset nothing can be held out: every page gets an empty
@@ -223,7 +227,7 @@ def rules(cuts: Sequence[float], kernels: Sequence[tuple[float, ...]],
     return [Rule(cut, kernel, relative_cut) for kernel in kernels for cut in by_plainness]
 
 
-def rule_scores(pages: Sequence[Page], probabilities: Sequence[Matrix],
+def rule_scores(pages: Sequence[TrainingPage], probabilities: Sequence[Matrix],
                 candidates: Sequence[Rule]) -> list[dict[str, float]]:
     """Mean word F1 per dataset of each rule applied to the pages' probabilities."""
     return [mean_f1_by_dataset(pages, [rule.keep(p) for p in probabilities])
@@ -237,7 +241,7 @@ def best_rule(scores: Sequence[dict[str, float]], candidates: Sequence[Rule],
     return int(np.argmax(np.round(means, 6)))
 
 
-def lodo_record(scores: dict[str, float], pages: Sequence[Page]) -> dict[str, Any]:
+def lodo_record(scores: dict[str, float], pages: Sequence[TrainingPage]) -> dict[str, Any]:
     """The model-file record of leave-one-dataset-out figures (`scores`: the word F1 of
     each dataset scored by a model trained on the others), as benchmarks/quality.py
     reads it from `metadata.leave_one_dataset_out`."""
@@ -246,7 +250,7 @@ def lodo_record(scores: dict[str, float], pages: Sequence[Page]) -> dict[str, An
             "trained_on": {name: [n for n in names if n != name] for name in sorted(scores)}}
 
 
-def lodo_evaluation(pages: Sequence[Page], probabilities: Sequence[Matrix],
+def lodo_evaluation(pages: Sequence[TrainingPage], probabilities: Sequence[Matrix],
                     candidates: Sequence[Rule]) -> dict[str, Any]:
     """Leave-one-dataset-out figures of held-out `probabilities`: the word F1 of each
     dataset at the rule chosen on the other datasets' held-out pages (so nothing about
@@ -264,26 +268,44 @@ def lodo_evaluation(pages: Sequence[Page], probabilities: Sequence[Matrix],
             "word_f1_at_shipped_rule": scores[shipped]}
 
 
+def evaluate_candidates(pages: Sequence[TrainingPage],
+                        candidates: Mapping[str, Callable[[Sequence[TrainingPage]], Classifier]],
+                        rules: Sequence[Rule], log: Callable[[str], None] = lambda _: None
+                        ) -> dict[str, dict[str, Any]]:
+    """Each candidate's lodo_evaluation (none when fewer than two datasets are given)."""
+    evaluations: dict[str, dict[str, Any]] = {}
+    if len({p.dataset for p in pages}) < 2:
+        return evaluations
+    for name, fit in candidates.items():
+        evaluations[name] = lodo_evaluation(pages, leave_one_dataset_out(pages, fit), rules)
+        log(f"{name}: leave-one-dataset-out word F1 {evaluations[name]['word_f1']}, "
+            f"mean {evaluations[name]['mean']}")
+    return evaluations
+
+
+ServiceModel = TypeVar("ServiceModel", bound=Model)
+
+
 @dataclass(frozen=True)
-class Learner:
+class Learner(Generic[ServiceModel]):
     """What a service plugs into the shared skeleton (`train_model`)."""
 
     service: str  # "density", "fusion": names the command in the metadata
     unit_name: str  # what a row is: "lines", "blocks"
     units: Labeller  # a module-level function, so pages can be labelled in processes
     n_features: int
-    candidates: Mapping[str, Callable[[Sequence[Page]], Classifier]]
+    candidates: Mapping[str, Callable[[Sequence[TrainingPage]], Classifier]]
     rules: Sequence[Rule]
     # (candidate name, classifier fitted on every page, its rule, metadata) -> model
-    build: Callable[[str, Classifier, Rule, dict[str, Any]], Model]
-    load: Callable[[dict[str, Any]], Model]  # a model from its file's JSON
+    build: Callable[[str, Classifier, Rule, dict[str, Any]], ServiceModel]
+    load: Callable[[dict[str, Any]], ServiceModel]  # a model from its file's JSON
     check_rows: int = 12
     description: Mapping[str, Any] = field(default_factory=dict)  # features, labels, ...
 
 
-def train_model(learner: Learner, datasets: Sequence[Path], out: Path, seed: int = 0,
-                limit: int | None = None, workers: int = 1,
-                log: Callable[[str], None] = lambda _: None) -> Model:
+def train_model(learner: Learner[ServiceModel], datasets: Sequence[Path], out: Path,
+                seed: int = 0, limit: int | None = None, workers: int = 1,
+                log: Callable[[str], None] = lambda _: None) -> ServiceModel:
     """Label the pages, evaluate each candidate leave-one-dataset-out, refit the best on
     every page with its rule and write the model file to `out` (the file, not the
     in-memory model, is what is returned, so recorded checks match what loads).
@@ -297,14 +319,7 @@ def train_model(learner: Learner, datasets: Sequence[Path], out: Path, seed: int
         if not pages:
             raise ValueError("no pages to train on")
         names = sorted({p.dataset for p in pages})
-        evaluations: dict[str, dict[str, Any]] = {}
-        for name, fit in learner.candidates.items():
-            if len(names) < 2:
-                break
-            held_out = leave_one_dataset_out(pages, fit)
-            evaluations[name] = lodo_evaluation(pages, held_out, learner.rules)
-            log(f"{name}: leave-one-dataset-out word F1 {evaluations[name]['word_f1']}, "
-                f"mean {evaluations[name]['mean']}")
+        evaluations = evaluate_candidates(pages, learner.candidates, learner.rules, log)
         shipped = max(evaluations, key=lambda n: evaluations[n]["mean"]) if evaluations \
             else next(iter(learner.candidates))
         rule = learner.rules[evaluations[shipped]["shipped_rule"]] if evaluations \
@@ -332,13 +347,13 @@ def train_model(learner: Learner, datasets: Sequence[Path], out: Path, seed: int
         final = learner.build(shipped, classifier, rule, metadata)
         write_json(final.to_json(), out)
         log(f"shipped {shipped} ({rule}) to {out}")
-        return learner.load(json.loads(out.read_text(encoding="utf-8")))
+        return learner.load(read_json(out))
 
 
-def checks(model: Decider, pages: Sequence[Page], rows: int) -> dict[str, Any]:
+def checks(model: Decider, pages: Sequence[TrainingPage], rows: int) -> dict[str, Any]:
     """Recorded outputs for the test that a model file reproduces its training: the word
     F1 of the first pages of each dataset and the probabilities of `rows` feature rows."""
-    firsts: dict[str, list[Page]] = {}
+    firsts: dict[str, list[TrainingPage]] = {}
     for page in pages:
         chosen = firsts.setdefault(page.dataset, [])
         if len(chosen) < CHECK_PAGES:

@@ -23,6 +23,15 @@ def scrapinghub() -> Path:
 
 
 @pytest.fixture(scope="session")
+def published(scrapinghub: Path) -> Path:
+    """scrapinghub's published/ folder: other tools' outputs as prediction files."""
+    published = scrapinghub / "published"
+    if not published.is_dir():
+        pytest.skip(f"no published/ prediction files in {scrapinghub}")
+    return published
+
+
+@pytest.fixture(scope="session")
 def cleaneval() -> Path:
     return require_dataset("cleaneval")
 

@@ -11,20 +11,25 @@ from __future__ import annotations
 import io
 import struct
 import tarfile
+import zipfile
 import zlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from statistics import fmean
 
+import httpx
 import pytest
 
 from orchestrator.scoring import bag_f1
-from shared.contract import Algorithm
+from shared.contract import Algorithm, ErrorReply
 from shared.gbdt import Gbdt
 from shared.html import parse_html, visible_text
 from shared.tokens import tokenize
 from shared.training import load_page, page_ids
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "orchestrator" / "sample"  # the test set the CLI runs without --dataset
 
 # A one-item feed whose item matches a page about the harbour bridge at RSS_URL: what
 # the rss service needs for a page to reach its algorithm.
@@ -66,6 +71,13 @@ def assert_odd_pages_do_not_raise(algorithm: Algorithm, pages: Sequence[str] = O
     assert algorithm.run("<p>only words here</p>").text == "only words here"
 
 
+def assert_error(reply: httpx.Response, status: int) -> ErrorReply:
+    """A JSON error reply (the services' and the API's ErrorReply) of `status`."""
+    assert reply.status_code == status, reply.text[:500]
+    assert reply.headers["content-type"].startswith("application/json")
+    return ErrorReply.model_validate(reply.json())
+
+
 def independent_bag_f1(extract: str, gold: str) -> float:
     """Bag-of-words F1 from plain Counter arithmetic (DESIGN.md), written separately from
     orchestrator.scoring: the same 0/0 rules, none of its code."""
@@ -96,6 +108,14 @@ def mean_bag_f1(extract: Callable[[str], str], pages: Sequence[tuple[str, str]])
     return fmean(bag_f1(extract(html), gold) for html, gold in pages)
 
 
+def assert_beats_visible_text(extract: Callable[[str], str], folder: Path,
+                               margin: float = 0.1) -> None:
+    """On a fixed sample of a dataset (its first 40 pages), `extract`'s mean word F1 is
+    at least `margin` above keeping all visible text."""
+    pages = dataset_pages(folder, 40)
+    assert mean_bag_f1(extract, pages) > mean_bag_f1(visible_text_of, pages) + margin
+
+
 def assert_recorded_page_scores(recorded: dict[str, float], folder: Path,
                                 extract: Callable[[str], str]) -> None:
     """The word F1 a model file recorded for its pages at training time (shared.training
@@ -120,6 +140,25 @@ def tar_bytes(members: Sequence[tarfile.TarInfo | tuple[str, bytes]], mode: str 
                 info.size = len(member[1])
                 archive.addfile(info, io.BytesIO(member[1]))
     return buffer.getvalue()
+
+
+def zip_bytes(members: Mapping[str, bytes | str]) -> bytes:
+    """A deflated zip archive in memory of (name -> data) files."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def write_test_set(folder: Path, pages: Mapping[str, tuple[str, str]]) -> Path:
+    """A test set folder (html/, content/) with each page id's (HTML, gold text)."""
+    (folder / "html").mkdir(parents=True)
+    (folder / "content").mkdir()
+    for page_id, (html, gold) in pages.items():
+        (folder / "html" / f"{page_id}.html").write_text(html, encoding="utf-8")
+        (folder / "content" / f"{page_id}.txt").write_text(gold, encoding="utf-8")
+    return folder
 
 
 def overlapping_zip(entries: int, kernel: bytes, prefix: str = "set/html/p") -> bytes:

@@ -1,5 +1,6 @@
-"""Real servers for tests on free ports: an ASGI app under uvicorn, or a plain
-http.server handler, each in a thread; or services as processes (LocalStack)."""
+"""Real servers for tests (and benchmarks) on free ports: an ASGI app under uvicorn, a
+registry service's app, or a plain http.server handler, each in a thread; or services
+as processes (LocalStack)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import uvicorn
+from fastapi import FastAPI
 
 from orchestrator.launcher import LocalStack, free_port, wait_healthy
+from shared.registry import SERVICES
+from shared.service import create_service_app
+from shared.settings import ServiceSettings
+from tests.helpers import REPO
 
-__all__ = ["free_port", "local_stack", "serve_app", "serve_http", "serve_process"]
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+__all__ = ["free_port", "local_stack", "serve_app", "serve_http", "serve_process",
+           "serve_service", "stand_in_service"]
 
 
 @contextmanager
@@ -56,6 +62,28 @@ def serve_app(app: Any, ready_path: str | None = "/health",
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def stand_in_service(extract: Callable[..., Awaitable[Any]]) -> FastAPI:
+    """A stand-in for a service: GET /health answers ok, POST /extract is `extract` (a
+    FastAPI endpoint: it may take the Request and return a Response or a JSON body)."""
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.post("/extract")(extract)
+    return app
+
+
+@contextmanager
+def serve_service(name: str, settings: ServiceSettings) -> Iterator[tuple[str, httpx.Client]]:
+    """Service `name`'s real app (worker processes and all) under uvicorn on a free
+    loopback port with `settings`, until the block ends: its base URL and a client."""
+    app = create_service_app(SERVICES[name].algorithm(), settings)
+    with serve_app(app) as url, httpx.Client() as client:
+        yield url, client
 
 
 @contextmanager

@@ -21,12 +21,11 @@ from shared.answer import encode_blocks
 from shared.contract import Block
 from shared.decoding import NotHTMLError, check_html
 from shared.html import _utf8_for_libxml2, clean_text, parse_html, visible_text
+from tests.helpers import REPO, SAMPLE
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
-import speed  # noqa: E402
+import speed
 
-SAMPLE = REPO / "orchestrator" / "sample"
 # The characters the fast paths look for, with their neighbours, and ordinary text.
 TRICKY = st.text(alphabet=st.sampled_from(
     ["a", "é", " ", "<", "\t", "\n", "\r", "\x00", "\x08", "\x0b", "\x0c", "\x0e", "\x1f",

@@ -13,10 +13,8 @@ from services.bte.extractor import ALGORITHM, BteOptions, best_window, count_wor
 from shared.flatpage import FlatPage, flatten_html, flatten_tree
 from shared.html import parse_html
 from tests.helpers import (
+    assert_beats_visible_text,
     assert_odd_pages_do_not_raise,
-    dataset_pages,
-    mean_bag_f1,
-    visible_text_of,
 )
 
 
@@ -147,6 +145,4 @@ def test_odd_pages_do_not_raise() -> None:
 
 def test_beats_visible_text_on_scrapinghub_sample(scrapinghub: Path) -> None:
     """On a fixed sample, BTE's bag-of-words F1 is well above keeping all visible text."""
-    pages = dataset_pages(scrapinghub, 40)
-    ours = mean_bag_f1(lambda html: ALGORITHM.run(html).text, pages)
-    assert ours > mean_bag_f1(visible_text_of, pages) + 0.1
+    assert_beats_visible_text(lambda html: ALGORITHM.run(html).text, scrapinghub)

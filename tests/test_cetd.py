@@ -23,10 +23,9 @@ from services.cetd.extractor import (
 from shared.flatpage import flatten_html
 from tests.helpers import (
     ODD_PAGES,
+    assert_beats_visible_text,
     assert_odd_pages_do_not_raise,
     dataset_pages,
-    mean_bag_f1,
-    visible_text_of,
 )
 
 # Characters are non-whitespace characters, tags the elements below a node.
@@ -204,9 +203,7 @@ def test_odd_pages_do_not_raise() -> None:
 
 
 def test_beats_visible_text_on_scrapinghub_sample(scrapinghub: Path) -> None:
-    pages = dataset_pages(scrapinghub, 40)
-    ours = mean_bag_f1(lambda html: ALGORITHM.run(html).text, pages)
-    assert ours > mean_bag_f1(visible_text_of, pages) + 0.1
+    assert_beats_visible_text(lambda html: ALGORITHM.run(html).text, scrapinghub)
 
 
 def test_path_threshold_keeps_a_superset(scrapinghub: Path) -> None:

@@ -18,12 +18,13 @@ import pytest
 from lxml import etree
 from selectolax.lexbor import LexborHTMLParser
 
-from shared.contract import BLOCK_PATH_PATTERN, Block, ErrorReply, ExtractReply, ServiceInfo
+from shared.contract import BLOCK_PATH_PATTERN, Block, ExtractReply, ServiceInfo
 from shared.registry import SERVICES
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
 from shared.tokens import tokenize
-from tests.servers import serve_app
+from tests.helpers import assert_error
+from tests.servers import serve_app, serve_service
 
 TIME_LIMIT_S = 5.0
 ARTICLE = """<!DOCTYPE html>
@@ -80,15 +81,8 @@ def service(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     """(name, base URL) of a real running service with a short time limit."""
     name: str = request.param
     settings = ServiceSettings(time_limit_s=TIME_LIMIT_S, max_body_bytes=10 * 1024 * 1024)
-    app = create_service_app(SERVICES[name].algorithm(), settings)
-    with serve_app(app) as url:
+    with serve_service(name, settings) as (url, _):
         yield name, url
-
-
-def assert_error(reply: httpx.Response, status: int) -> ErrorReply:
-    assert reply.status_code == status, reply.text[:500]
-    assert reply.headers["content-type"].startswith("application/json")
-    return ErrorReply.model_validate(reply.json())
 
 
 def assert_healthy(url: str) -> None:

@@ -32,9 +32,9 @@ from services.density.thresholds import (
     optimal_threshold,
 )
 from services.density.training import train
+from shared.datasets import DATASETS
 from shared.html import clean_text
 from shared.learners import NetworkParams, TreeParams
-from shared.training import DATASETS
 from tests.helpers import (
     assert_recorded_page_scores,
     dataset_pages,

@@ -25,9 +25,9 @@ from fastapi.testclient import TestClient
 
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.config import RunConfig
+from tests.helpers import SAMPLE
 
 PAGES = 4
-SAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "sample"
 LIVE = ["readability", "fusion"]
 METRIC_COLUMNS = ["word P", "word R", "word F1 (95% CI)", "micro F1", "bag F1",
                   "shingle F1 ± sd", "shingle P", "shingle R", "exact", "ROUGE-LSum"]
@@ -52,10 +52,7 @@ def small_set(tmp_path_factory: pytest.TempPathFactory, scrapinghub: Path) -> Pa
 
 
 @pytest.fixture(scope="module")
-def run(small_set: Path, scrapinghub: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
-    published = scrapinghub / "published"
-    if not published.is_dir():
-        pytest.skip(f"no published/ prediction files in {scrapinghub}")
+def run(small_set: Path, published: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
     work = small_set.parent
     done = boilerbench("run", "--in-process", "--dataset", str(small_set), "--services",
                        ",".join(LIVE), "--predictions", str(published), "--output", "out",
@@ -72,9 +69,9 @@ def _table(out_dir: Path) -> list[dict[str, str]]:
 
 @pytest.mark.dataset
 def test_one_ranked_table_of_live_services_and_published_files(
-        run: tuple[subprocess.CompletedProcess[str], Path], scrapinghub: Path) -> None:
+        run: tuple[subprocess.CompletedProcess[str], Path], published: Path) -> None:
     done, out_dir = run
-    files = sorted(p.stem for p in (scrapinghub / "published").glob("*.json"))
+    files = sorted(p.stem for p in published.glob("*.json"))
     rows = {row["row"]: row for row in _table(out_dir)}
     expected = [*LIVE, *[f if f not in LIVE else f"{f}.json" for f in files]]
     assert sorted(rows) == sorted(expected)

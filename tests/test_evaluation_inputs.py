@@ -6,18 +6,17 @@ characters. The configuration file takes `mode: in-process` as the CLI does, POS
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 from fastapi.testclient import TestClient
 
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.config import RunConfig, load_config
-from orchestrator.datasets import open_folder
+from orchestrator.testsets import open_folder
+from tests.helpers import zip_bytes
 
 PAGE = "<html><body><article><p>{}</p></article><nav>Home About</nav></body></html>"
 GOLD = "Le café du coin ouvre à sept heures tous les matins de la semaine."
@@ -93,16 +92,9 @@ def test_post_runs_takes_a_bare_list_of_pages(tmp_path: Path) -> None:
     assert named.status_code == 202, named.text
 
 
-def _zip() -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("set/html/p1.html", PAGE.format(GOLD))
-        archive.writestr("set/content/p1.txt", GOLD)
-    return buffer.getvalue()
-
-
 def test_malformed_uploads_get_one_clear_line(tmp_path: Path) -> None:
-    archive = {"archive": ("set.zip", _zip(), "application/zip")}
+    archive = {"archive": ("set.zip", zip_bytes({"set/html/p1.html": PAGE.format(GOLD),
+                                           "set/content/p1.txt": GOLD}), "application/zip")}
     with _api(tmp_path) as client:
         bad_options = client.post("/runs", files=archive, data={"options": "{justext"})
         bad_archive = client.post("/runs", files={

@@ -36,23 +36,22 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from orchestrator.datasets import Page, in_memory, open_dataset_dir
 from orchestrator.launcher import LocalStack
 from orchestrator.models import PageResult, RunInfo
 from orchestrator.runner import RunSpec, create_run, execute_run
 from orchestrator.store import Store
-from tests.servers import local_stack, serve_app
+from orchestrator.testsets import LabelledPage, in_memory, open_dataset_dir
+from tests.helpers import REPO, SAMPLE
+from tests.servers import local_stack, serve_app, stand_in_service
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parent.parent
-SAMPLE = REPO / "orchestrator" / "sample"
 
 
-def sample_pages(name: str, copies: int) -> list[Page]:
+def sample_pages(name: str, copies: int) -> list[LabelledPage]:
     """The sample set's pages, repeated under new ids."""
     dataset = open_dataset_dir(SAMPLE)
-    return [Page(name, f"{page.id}-{i}", page.html, page.gold)
+    return [LabelledPage(name, f"{page.id}-{i}", page.html, page.gold)
             for i in range(copies) for page in dataset.pages()]
 
 
@@ -130,7 +129,7 @@ def test_service_killed_and_restarted_mid_run_loses_no_page(
     two_services.kill("justext")  # SIGKILL to the process group: uvicorn and its workers
     killed_at = len(rows(store_path, run_id))
     time.sleep(0.5)
-    two_services.restart("justext", timeout=120)
+    two_services.start(timeout=120, names=["justext"])
     assert two_services.processes["justext"].process.pid != old_pid
     runner.join(timeout=300)
     assert not runner.is_alive(), "the run did not finish"
@@ -206,13 +205,7 @@ def test_store_writes_are_atomic_under_kill_9(tmp_path: Path) -> None:
 
 def fake_service(name: str, gate: threading.Event | None) -> FastAPI:
     """A contract-speaking service; with a gate, every /extract waits until it is set."""
-    app = FastAPI()
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.post("/extract")
     async def extract(request: Request) -> JSONResponse:
         body = await request.json()
         while gate is not None and not gate.is_set():
@@ -221,7 +214,7 @@ def fake_service(name: str, gate: threading.Event | None) -> FastAPI:
         return JSONResponse({"algorithm": name, "version": "1", "text": text,
                              "blocks": [{"text": text, "is_content": True}], "elapsed_ms": 1.0})
 
-    return app
+    return stand_in_service(extract)
 
 
 def test_a_slow_service_does_not_hold_up_the_others(tmp_path: Path) -> None:

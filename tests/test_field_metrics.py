@@ -31,10 +31,8 @@ def _upstream_table(readme: Path) -> dict[str, tuple[float, float, float]]:
 
 
 @pytest.mark.dataset
-def test_published_files_reproduce_upstream_figures(scrapinghub: Path) -> None:
-    published = scrapinghub / "published"
-    if not published.is_dir():
-        pytest.skip(f"no published/ prediction files in {scrapinghub}")
+def test_published_files_reproduce_upstream_figures(scrapinghub: Path, published: Path
+                                                    ) -> None:
     expected = _upstream_table(published / "README.md")
     files = sorted(published.glob("*.json"))
     assert len(expected) == len(files) == 15
@@ -76,13 +74,10 @@ def test_means_leave_out_pages_with_nothing_to_measure() -> None:
 
 
 @pytest.mark.dataset
-def test_rouge_lsum_equals_rouge_score(scrapinghub: Path) -> None:
+def test_rouge_lsum_equals_rouge_score(scrapinghub: Path, published: Path) -> None:
     """The same figure as Google's rouge-score (the reference implementation), on real
     gold texts against extracts that miss, add and reorder lines."""
     rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")
-    published = scrapinghub / "published"
-    if not published.is_dir():
-        pytest.skip(f"no published/ prediction files in {scrapinghub}")
 
     class Tokenizer:
         def tokenize(self, text: str) -> list[str]:

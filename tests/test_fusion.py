@@ -14,10 +14,10 @@ from services.fusion.extractor import ALGORITHM, FusionOptions
 from services.fusion.features import FEATURES, page_features, page_stoplist
 from services.fusion.model import DEFAULT_MODEL, default_model, read_model
 from services.fusion.training import train
+from shared.datasets import DATASETS
 from shared.learners import TreeParams
 from shared.service import create_service_app
 from shared.tokens import tokenize
-from shared.training import DATASETS
 from tests.helpers import assert_recorded_page_scores, walk_trees
 from tests.servers import serve_app
 

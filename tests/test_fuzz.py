@@ -30,10 +30,9 @@ from hypothesis import strategies as st
 
 from shared.contract import ErrorReply, ExtractReply
 from shared.registry import SERVICES
-from shared.service import create_service_app
 from shared.settings import ServiceSettings
 from tests.helpers import RSS_FEED, RSS_URL
-from tests.servers import serve_app
+from tests.servers import serve_service
 
 TIME_LIMIT_S = 5.0
 # How long a client waits before calling the service hung: the time limit plus the
@@ -362,9 +361,7 @@ def fuzz_settings(examples: int) -> settings:
 def service(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, httpx.Client]]:
     """(name, base URL, client) of a real running service."""
     name: str = request.param
-    app = create_service_app(SERVICES[name].algorithm(),
-                             ServiceSettings(time_limit_s=TIME_LIMIT_S))
-    with serve_app(app) as url, httpx.Client() as client:
+    with serve_service(name, ServiceSettings(time_limit_s=TIME_LIMIT_S)) as (url, client):
         yield name, url, client
         health = client.get(f"{url}/health", timeout=CLIENT_TIMEOUT_S)
         assert health.status_code == 200, f"{name} is unhealthy after fuzzing: {health.text}"

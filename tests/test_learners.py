@@ -21,19 +21,19 @@ from shared.learners import (
     fit_network,
 )
 from shared.mlp import Mlp
-from shared.training import Page, leave_one_dataset_out, load_datasets
+from shared.training import TrainingPage, leave_one_dataset_out, load_datasets
 from tests.helpers import walk_trees
 
 PAGES_PER_DATASET = 5
 
 
 @pytest.fixture(scope="module")
-def pages(four_datasets: list[Path]) -> list[Page]:
+def pages(four_datasets: list[Path]) -> list[TrainingPage]:
     return load_datasets(four_datasets, page_blocks, "blocks", PAGES_PER_DATASET)[0]
 
 
 @pytest.mark.dataset
-def test_exported_trees_give_lightgbm_logits_on_real_rows(pages: list[Page]) -> None:
+def test_exported_trees_give_lightgbm_logits_on_real_rows(pages: list[TrainingPage]) -> None:
     x = np.vstack([p.features for p in pages])
     y = np.concatenate([p.labels for p in pages])
     w = np.linspace(0.5, 1.5, len(y))
@@ -75,7 +75,7 @@ def test_exported_network_gives_scikit_learn_probabilities_on_real_rows(
 
 
 @pytest.mark.dataset
-def test_training_is_deterministic(pages: list[Page]) -> None:
+def test_training_is_deterministic(pages: list[TrainingPage]) -> None:
     x = np.vstack([p.features for p in pages])
     y = np.concatenate([p.labels for p in pages])
     params = TreeParams(trees=10, bagging_fraction=0.5, feature_fraction=0.5)
@@ -92,7 +92,7 @@ def test_unfinite_rows_are_refused() -> None:
 
 
 @pytest.mark.dataset
-def test_leave_one_dataset_out_never_sees_the_held_out_dataset(pages: list[Page]) -> None:
+def test_leave_one_dataset_out_never_sees_the_held_out_dataset(pages: list[TrainingPage]) -> None:
     seen: list[set[str]] = []
 
     class Majority:
@@ -102,7 +102,7 @@ def test_leave_one_dataset_out_never_sees_the_held_out_dataset(pages: list[Page]
         def probabilities(self, features: np.ndarray) -> np.ndarray:
             return np.full(len(features), self.share)
 
-    def fit(train: list[Page]) -> Majority:
+    def fit(train: list[TrainingPage]) -> Majority:
         seen.append({p.dataset for p in train})
         return Majority(float(np.concatenate([p.labels for p in train]).mean()))
 

@@ -21,6 +21,7 @@ import pytest
 
 from orchestrator.launcher import LocalStack
 from tests.conftest import report
+from tests.processes import process_tree, tree_memory_bytes
 from tests.servers import free_port
 
 REQUESTS = 1_000
@@ -31,43 +32,6 @@ WORKERS = 2  # extraction workers, and as many client threads to keep them busy
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="reads process memory from /proc")
-
-
-def process_tree(root: int) -> list[int]:
-    """`root` and every process descended from it (from /proc/<pid>/stat)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses: fields follow the last ')'.
-        fields = stat[stat.rfind(")") + 2:].split()
-        parents[int(entry)] = int(fields[1])
-    tree, frontier = [root], [root]
-    while frontier:
-        children = [pid for pid, parent in parents.items() if parent in frontier]
-        tree += children
-        frontier = children
-    return tree
-
-
-def tree_rss_bytes(root: int) -> int:
-    """Resident memory of a process tree, in bytes (processes gone meanwhile count 0)."""
-    total = 0
-    for pid in process_tree(root):
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-                        break
-        except OSError:
-            continue
-    return total
 
 
 def pick_page(dataset: Path) -> bytes:
@@ -81,7 +45,7 @@ def test_tree_rss_counts_children() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         assert child.pid in process_tree(os.getpid())
-        assert tree_rss_bytes(os.getpid()) > tree_rss_bytes(child.pid) > 0
+        assert tree_memory_bytes(os.getpid()) > tree_memory_bytes(child.pid) > 0
     finally:
         child.kill()
         child.wait()
@@ -103,9 +67,9 @@ def test_memory_does_not_grow_over_1000_requests(scrapinghub: Path) -> None:
             return text
 
         texts = set(pool.map(extract, range(WARM_UP)))
-        rss_after_warm_up = tree_rss_bytes(pid)
+        rss_after_warm_up = tree_memory_bytes(pid)
         texts |= set(pool.map(extract, range(REQUESTS - WARM_UP)))
-        rss_at_end = tree_rss_bytes(pid)
+        rss_at_end = tree_memory_bytes(pid)
         assert len(process_tree(pid)) == 1 + WORKERS, "no worker was lost or added"
     assert len(texts) == 1, "the same page gives the same text every time"
     growth = rss_at_end - rss_after_warm_up

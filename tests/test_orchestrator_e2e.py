@@ -22,14 +22,13 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestrator.datasets import open_dataset_dir
 from orchestrator.launcher import LocalStack, wait_healthy
+from orchestrator.testsets import open_dataset_dir
+from tests.helpers import REPO, SAMPLE
 from tests.servers import free_port, local_stack
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parent.parent
-SAMPLE = REPO / "orchestrator" / "sample"
 SERVICES = ["justext", "bte"]
 
 
@@ -148,7 +147,7 @@ def test_a_service_killed_mid_run_leaves_its_pages_named_as_errors(
     try:
         run = orchestrator.wait(run_id)
     finally:
-        stack.restart("bte", timeout=120)
+        stack.start(timeout=120, names=["bte"])
     total = 13 * 6
     assert run["per_service"]["justext"] == {"ok": total, "error": 0, "skipped": 0}
     bte = run["per_service"]["bte"]

@@ -24,10 +24,9 @@ import pytest
 from shared.contract import ErrorReply, ExtractReply
 from shared.html import parse_html, text_blocks
 from shared.registry import SERVICES
-from shared.service import create_service_app
 from shared.settings import ServiceSettings
 from tests.helpers import RSS_FEED, RSS_URL
-from tests.servers import serve_app
+from tests.servers import serve_service
 
 TIME_LIMIT_S = 3.0
 # Transfer of 10 MB, decoding, pickling to the worker and back: slack on top of the limit.
@@ -57,7 +56,7 @@ GERMAN = (
 
 
 @dataclass(frozen=True)
-class Page:
+class PathologicalPage:
     """One pathological request body; `expect_words`: words its blocks must contain."""
 
     name: str
@@ -85,25 +84,25 @@ def text_page(size: int) -> bytes:
     return body
 
 
-def build_corpus() -> list[Page]:
+def build_corpus() -> list[PathologicalPage]:
     """The pathological pages, built fresh (about 13 MB in memory)."""
     depth = 200_000
     return [
-        Page("text_10mb", text_page(LIMIT_BYTES - 1024)),
-        Page("nested_200k", b"<html><body>" + b"<div>" * depth + b"deep text"
+        PathologicalPage("text_10mb", text_page(LIMIT_BYTES - 1024)),
+        PathologicalPage("nested_200k", b"<html><body>" + b"<div>" * depth + b"deep text"
              + b"</div>" * depth + b"</body></html>"),
-        Page("br_100k", b"<html><body><p>" + b"line of text<br>" * 100_000
+        PathologicalPage("br_100k", b"<html><body><p>" + b"line of text<br>" * 100_000
              + b"</p></body></html>"),
-        Page("word_1mb", b"<html><body><p>" + b"a" * 1_000_000 + b"</p></body></html>"),
-        Page("all_scripts", b"<html><head>"
+        PathologicalPage("word_1mb", b"<html><body><p>" + b"a" * 1_000_000 + b"</p></body></html>"),
+        PathologicalPage("all_scripts", b"<html><head>"
              + b"<script>var s = '<p>not shown</p>'; for (;;) {}</script>\n" * 20_000
              + b"</head><body>" + b"<script>document.write('x')</script>" * 20_000
              + b"</body></html>"),
-        Page("utf16", _article(GERMAN + " " + JAPANESE, 6).encode("utf-16"),
+        PathologicalPage("utf16", _article(GERMAN + " " + JAPANESE, 6).encode("utf-16"),
              expect_words=("hafenbrücke", JAPANESE[:20])),
-        Page("shift_jis", _article(JAPANESE, 6, "Shift_JIS").encode("shift_jis"),
+        PathologicalPage("shift_jis", _article(JAPANESE, 6, "Shift_JIS").encode("shift_jis"),
              expect_words=(JAPANESE[-30:-1],)),
-        Page("xml_bogus_encoding",
+        PathologicalPage("xml_bogus_encoding",
              b'<?xml version="1.0" encoding="x-no-such-encoding"?>\n'
              + _article(GERMAN, 6).encode("utf-8"), expect_words=("hafenbrücke", "größe")),
     ]
@@ -115,7 +114,7 @@ def page_params(name: str) -> dict[str, str]:
     return {"url": RSS_URL, "feed": RSS_FEED} if name == "rss" else {}
 
 
-def post_page(client: httpx.Client, url: str, name: str, page: Page) -> httpx.Response:
+def post_page(client: httpx.Client, url: str, name: str, page: PathologicalPage) -> httpx.Response:
     params = page_params(name)
     return client.post(f"{url}/extract", content=page.body, params=params,
                        headers={"content-type": page.content_type},
@@ -136,7 +135,7 @@ def post_normal_page(client: httpx.Client, url: str, name: str,
         time.sleep(0.2)
 
 
-def check_pathological_reply(name: str, page: Page, reply: httpx.Response) -> None:
+def check_pathological_reply(name: str, page: PathologicalPage, reply: httpx.Response) -> None:
     assert reply.headers.get("content-type", "").startswith("application/json"), reply.text[:300]
     if reply.status_code == 200:
         body = ExtractReply.model_validate(reply.json())
@@ -154,14 +153,13 @@ def check_pathological_reply(name: str, page: Page, reply: httpx.Response) -> No
 @pytest.fixture(scope="module", params=sorted(SERVICES))
 def service(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, httpx.Client]]:
     name: str = request.param
-    app = create_service_app(SERVICES[name].algorithm(),
-                             ServiceSettings(time_limit_s=TIME_LIMIT_S, max_body_bytes=LIMIT_BYTES))
-    with serve_app(app) as url, httpx.Client() as client:
+    settings = ServiceSettings(time_limit_s=TIME_LIMIT_S, max_body_bytes=LIMIT_BYTES)
+    with serve_service(name, settings) as (url, client):
         yield name, url, client
 
 
 @pytest.fixture(scope="module")
-def corpus() -> list[Page]:
+def corpus() -> list[PathologicalPage]:
     return build_corpus()
 
 
@@ -171,7 +169,7 @@ def corpus() -> list[Page]:
     "text_10mb", "nested_200k", "br_100k", "word_1mb", "all_scripts", "utf16", "shift_jis",
     "xml_bogus_encoding",
 ])
-def test_pathological_page(service: tuple[str, str, httpx.Client], corpus: list[Page],
+def test_pathological_page(service: tuple[str, str, httpx.Client], corpus: list[PathologicalPage],
                            page_name: str) -> None:
     name, url, client = service
     page = next(p for p in corpus if p.name == page_name)

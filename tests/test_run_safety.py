@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import io
 import sqlite3
 import subprocess
 import sys
 import time
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,8 +35,6 @@ from typer.testing import CliRunner
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.cli import app as cli_app
 from orchestrator.config import RunConfig
-from orchestrator.datasets import Page as DatasetPage
-from orchestrator.datasets import in_memory
 from orchestrator.models import PageResult, RunInfo
 from orchestrator.report import write_outputs
 from orchestrator.runner import (
@@ -50,11 +46,11 @@ from orchestrator.runner import (
     execute_run,
 )
 from orchestrator.store import Store, StoreError
+from orchestrator.testsets import LabelledPage, in_memory
 from shared.html import parse_html, text_blocks
-from tests.helpers import overlapping_zip, tar_bytes
-from tests.servers import serve_app
+from tests.helpers import REPO, overlapping_zip, tar_bytes, write_test_set, zip_bytes
+from tests.servers import serve_app, stand_in_service
 
-REPO = Path(__file__).resolve().parent.parent
 PAGE = ("<html><body><h1>Harbour news</h1><p>The harbour bridge opened again today.</p>"
         "</body></html>")
 GOLD = "The harbour bridge opened again today."
@@ -78,8 +74,8 @@ class InstantExtractor:
         return None
 
 
-def _pages(count: int, html: str = PAGE) -> list[DatasetPage]:
-    return [DatasetPage("set", f"p{i:03d}", html, GOLD) for i in range(count)]
+def _pages(count: int, html: str = PAGE) -> list[LabelledPage]:
+    return [LabelledPage("set", f"p{i:03d}", html, GOLD) for i in range(count)]
 
 
 # ---------------------------------------------------------------- scoring: linear, limited
@@ -105,7 +101,7 @@ def test_block_paths_match_lxml_and_take_linear_work() -> None:
 def test_a_page_past_the_scoring_time_limit_is_an_unscored_error(tmp_path: Path) -> None:
     store = Store(tmp_path / "store.sqlite")
     huge = "<html><body>" + "<p>word another</p>" * 300_000 + "</body></html>"
-    pages = [DatasetPage("set", "huge", huge, GOLD), *_pages(2)]
+    pages = [LabelledPage("set", "huge", huge, GOLD), *_pages(2)]
     spec = RunSpec(datasets=[], services=["justext"], scoring_time_limit_s=0.3,
                    output_folder=str(tmp_path / "out"))
     run_id = create_run(store, spec, memory=[in_memory("set", pages)])
@@ -222,19 +218,13 @@ def test_runs_cancel_command(tmp_path: Path) -> None:
 
 def _slow_service(delay: float) -> FastAPI:
     """A stand-in service that answers every page after `delay` seconds."""
-    app = FastAPI()
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.post("/extract")
     async def extract() -> dict[str, Any]:
         await asyncio.sleep(delay)
         return {"text": GOLD, "blocks": [], "algorithm": "justext", "version": "1",
                 "elapsed_ms": 1.0}
 
-    return app
+    return stand_in_service(extract)
 
 
 @pytest.fixture
@@ -242,10 +232,7 @@ def api(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
     """The orchestrator (one run at a time, one waiting) before a slow stand-in service,
     with one allowed root; yields its URL, the root and the uploads folder."""
     root = tmp_path / "allowed"
-    (root / "set" / "html").mkdir(parents=True)
-    (root / "set" / "content").mkdir(parents=True)
-    (root / "set" / "html" / "p1.html").write_text(PAGE)
-    (root / "set" / "content" / "p1.txt").write_text(GOLD)
+    write_test_set(root / "set", {"p1": (PAGE, GOLD)})
     uploads = tmp_path / "uploads"
     with serve_app(_slow_service(1.0)) as service_url:
         settings = ApiSettings(token="api-token", allowed_roots=[root], resume=False,
@@ -299,13 +286,7 @@ def test_runs_past_the_limits_queue_then_get_429(api: tuple[str, Path, Path]) ->
 
 def test_a_busy_service_is_asked_again_not_recorded_as_failing(tmp_path: Path) -> None:
     calls = {"n": 0}
-    app = FastAPI()
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.post("/extract")
     async def extract(request: Request) -> Response:
         calls["n"] += 1
         if calls["n"] <= 3:
@@ -315,7 +296,7 @@ def test_a_busy_service_is_asked_again_not_recorded_as_failing(tmp_path: Path) -
                         b'"elapsed_ms":1.0}' % GOLD.encode(), media_type="application/json")
 
     store = Store(tmp_path / "store.sqlite")
-    with serve_app(app) as url:
+    with serve_app(stand_in_service(extract)) as url:
         spec = RunSpec(datasets=[], services=["justext"], urls={"justext": url}, retries=0,
                        output_folder=str(tmp_path / "out"),
                        backoff_s=0.05, concurrency=1)
@@ -344,12 +325,7 @@ def test_an_overlapping_zip_is_refused(api: tuple[str, Path, Path]) -> None:
 def test_the_real_unpacked_size_is_limited(api: tuple[str, Path, Path]) -> None:
     url, _, uploads = api
     pages = {f"set/html/p{i}.html": bytes(range(256)) * 400 for i in range(30)}  # 3 MB
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in pages.items():
-            archive.writestr(name, data)
-        archive.writestr("set/content/p0.txt", GOLD)
-    reply = _upload(url, buffer.getvalue())
+    reply = _upload(url, zip_bytes({**pages, "set/content/p0.txt": GOLD}))
     assert reply.status_code == 422, reply.text
     assert "unpacks to more than 2000000 bytes" in reply.json()["detail"]
     assert not any(uploads.iterdir()) if uploads.exists() else True
@@ -383,11 +359,8 @@ def test_an_upload_lives_in_its_folder_and_is_deleted_with_its_run(
 def test_linked_folders_inside_a_root_read_nothing_outside(
         api: tuple[str, Path, Path], tmp_path: Path) -> None:
     url, root, _ = api
-    outside = tmp_path / "outside"
-    (outside / "html").mkdir(parents=True)
-    (outside / "content").mkdir(parents=True)
-    (outside / "html" / "secret.html").write_text("<p>outside secret text</p>")
-    (outside / "content" / "secret.txt").write_text("outside secret text")
+    outside = write_test_set(tmp_path / "outside",
+                             {"secret": ("<p>outside secret text</p>", "outside secret text")})
     linked = root / "linked"
     linked.mkdir()
     (linked / "html").symlink_to(outside / "html", target_is_directory=True)

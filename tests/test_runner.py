@@ -16,7 +16,6 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from orchestrator.datasets import open_dataset_dir
 from orchestrator.models import PageResult
 from orchestrator.runner import (
     EmbeddedExtractor,
@@ -29,6 +28,7 @@ from orchestrator.runner import (
     folder_source,
 )
 from orchestrator.store import Store
+from orchestrator.testsets import open_dataset_dir
 from services.rss.inputs import NO_FEEDS, NO_PAGE_FEED
 from shared.html import parse_html, text_blocks
 from tests.helpers import independent_bag_f1

@@ -11,7 +11,7 @@
   from allow-listed hosts, the orchestrator takes datasets by path under its
   allowed roots only and never service URLs from a request.
 - The orchestrator's upload refuses archive bombs, absolute paths, `..` and links
-  (the library-level cases are in tests/test_datasets.py; here the HTTP replies).
+  (the library-level cases are in tests/test_testsets.py; here the HTTP replies).
 
 Kit-level checks that need no extraction run in-process (httpx's ASGITransport
 without the lifespan: the token and the size limit answer before any worker is
@@ -42,21 +42,15 @@ from fastapi.routing import APIRoute
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.config import RunConfig
 from orchestrator.launcher import LocalStack
-from shared.contract import ErrorReply, PageError
+from shared.contract import PageError
 from shared.registry import SERVICES
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
-from tests.helpers import tar_bytes
+from tests.helpers import assert_error, tar_bytes, write_test_set
 from tests.servers import free_port, serve_app
 
 LIMIT = 64 * 1024
 PAGE = "<html><body><p>The harbour bridge opened again after repairs.</p></body></html>"
-
-
-def assert_error(reply: httpx.Response, status: int) -> ErrorReply:
-    assert reply.status_code == status, reply.text[:500]
-    assert reply.headers["content-type"].startswith("application/json")
-    return ErrorReply.model_validate(reply.json())
 
 
 async def _chunks(total: int, size: int = 16 * 1024) -> AsyncIterator[bytes]:
@@ -330,13 +324,8 @@ def api(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The orchestrator on a free port with a token, a small body limit and one allowed root.
     Its service URL points at a closed port: accepted runs end with errors, never a fetch."""
     root = tmp_path / "allowed"
-    (root / "set" / "html").mkdir(parents=True)
-    (root / "set" / "content").mkdir(parents=True)
-    (root / "set" / "html" / "p1.html").write_text(PAGE)
-    (root / "set" / "content" / "p1.txt").write_text("The harbour bridge opened again.")
-    outside = tmp_path / "outside"
-    (outside / "html").mkdir(parents=True)
-    (outside / "content").mkdir(parents=True)
+    write_test_set(root / "set", {"p1": (PAGE, "The harbour bridge opened again.")})
+    outside = write_test_set(tmp_path / "outside", {})
     (root / "link").symlink_to(outside, target_is_directory=True)
     settings = ApiSettings(token="api-token", max_body_bytes=LIMIT, allowed_roots=[root],
                            resume=False)

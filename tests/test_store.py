@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.datasets import Page
 from orchestrator.models import Counts, PageResult, PageScores, RunInfo
 from orchestrator.store import Store
+from orchestrator.testsets import LabelledPage
 
 
 def _result(page_id: str, service: str = "justext", status: str = "ok") -> PageResult:
@@ -25,8 +25,8 @@ def _new(path: Path) -> Store:
     store = Store(path)
     store.create_run(RunInfo(id="r1", datasets=["d"], services=["justext", "bte"]),
                      {"total": 4}, ["d: html/x.html has no content/x.txt"],
-                     [Page("d", "p1", b"<p>a</p>", "a"),
-                      Page("d", "p2", "<p>b</p>", "b", "<rss/>")])
+                     [LabelledPage("d", "p1", b"<p>a</p>", "a"),
+                      LabelledPage("d", "p2", "<p>b</p>", "b", "<rss/>")])
     return store
 
 
@@ -81,7 +81,7 @@ def test_a_failed_transaction_leaves_nothing_behind(tmp_path: Path) -> None:
         two_inserts()
     assert store.done_keys("r1") == set()
     with pytest.raises(sqlite3.IntegrityError):  # a duplicate run id: no partial inputs
-        store.create_run(RunInfo(id="r1"), {}, [], [Page("d", "p9", b"x", "x")])
+        store.create_run(RunInfo(id="r1"), {}, [], [LabelledPage("d", "p9", b"x", "x")])
     assert "p9" not in [p.id for p in store.inputs("r1")["d"]]
 
 

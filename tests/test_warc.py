@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.warc import OddRecord, OtherRecord, WarcPage, read_warc, sniff_html
+from tests.helpers import REPO
 from tests.warc_files import Response, dataset_responses, warc_record, write_warc
 
-ROOT = Path(__file__).resolve().parent.parent
 SERVICE = "bte"
 # The `boilerbench` command, run by this interpreter.
 CLI = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
@@ -29,7 +29,7 @@ PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n"
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=ROOT,
+    return subprocess.run([*CLI, *args], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -139,7 +139,7 @@ def test_a_killed_job_resumes_without_losing_or_repeating_records(
     out = tmp_path / "rows.jsonl"
     args = [*CLI, "extract", "--warc", str(path),
             "--service", SERVICE, "--out", str(out), "--workers", "1"]
-    job = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    job = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and job.poll() is None:
         if out.exists() and out.read_bytes().count(b"\n") >= 20:
@@ -290,7 +290,7 @@ def test_transfer_and_content_codings_are_undone(tmp_path: Path) -> None:
 
 def test_the_benchmark_builds_its_warc_and_times_the_middle_of_a_job(
         scrapinghub: Path, cleaneval: Path, tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(REPO / "benchmarks"))
     import warc as benchmark
 
     path = tmp_path / "bench.warc.gz"

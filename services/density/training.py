@@ -18,19 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from services.density.lines import render_lines
-from services.density.model import FEATURES, DensityModel, line_features, read_model
+from services.density.model import FEATURES, DensityModel, line_features
 from shared.gbdt import Gbdt
-from shared.learners import NetworkParams, TreeParams, train_gbdt, train_mlp
+from shared.learners import NetworkParams, TreeParams, fit_gbdt, fit_mlp
 from shared.mlp import Mlp
 from shared.tokens import tokenize
 from shared.training import (
     Classifier,
     Learner,
-    Page,
     Rule,
     Units,
+    label_rule,
     rules,
-    stack,
     train_model,
 )
 
@@ -49,35 +48,24 @@ def page_lines(html: str) -> Units:
         tokenize(line.text) for line in lines]
 
 
-def fit_mlp(params: NetworkParams, seed: int, pages: Sequence[Page]) -> Mlp:
-    x, y, w = stack(pages, len(FEATURES))
-    return train_mlp(x, y, w, params, seed)
-
-
-def fit_gbdt(params: TreeParams, seed: int, pages: Sequence[Page]) -> Gbdt:
-    x, y, w = stack(pages, len(FEATURES))
-    return train_gbdt(x, y, w, params, seed)
-
-
 def _build(kind: str, classifier: Classifier, rule: Rule, metadata: dict[str, Any]
            ) -> DensityModel:
     assert isinstance(classifier, Mlp | Gbdt)
     return DensityModel(kind, classifier, rule.cut, metadata, rule.smoothing, rule.relative_cut)
 
 
-def learner(seed: int, network: NetworkParams, trees: TreeParams) -> Learner:
+def learner(seed: int, network: NetworkParams, trees: TreeParams) -> Learner[DensityModel]:
     return Learner(
         service="density", unit_name="lines", units=page_lines, n_features=len(FEATURES),
-        candidates={"mlp": functools.partial(fit_mlp, network, seed),
-                    "gbdt": functools.partial(fit_gbdt, trees, seed)},
+        candidates={"mlp": functools.partial(fit_mlp, network, seed, len(FEATURES)),
+                    "gbdt": functools.partial(fit_gbdt, trees, seed, len(FEATURES))},
         rules=rules(CUTS, KERNELS), build=_build, load=DensityModel.from_json,
         check_rows=CHECK_ROWS,
         description={
             "features": "density, log1p(HTML bytes), log1p(text length) of the previous, "
                         "current and next line (zeros where there is none)",
             "hyperparameters": {"mlp": network.to_json(), "gbdt": trees.to_json()},
-            "labels": "a line is content when more than half of its tokens align with the "
-                      "gold tokens (shared.blockmap.block_support)",
+            "labels": label_rule("line"),
         })
 
 
@@ -87,5 +75,4 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0,
           log: Callable[[str], None] = lambda _: None) -> DensityModel:
     """Evaluate both classifiers leave-one-dataset-out, ship the better refitted on every
     page, write `out` and return the model as the file loads."""
-    train_model(learner(seed, network, trees), datasets, out, seed, limit, workers, log)
-    return read_model(out)
+    return train_model(learner(seed, network, trees), datasets, out, seed, limit, workers, log)

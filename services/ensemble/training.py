@@ -53,7 +53,7 @@ from shared.learners import TreeParams, train_gbdt
 from shared.tokens import tokenize
 from shared.training import (
     CHECK_PAGES,
-    Page,
+    TrainingPage,
     load_page,
     lodo_record,
     mean_f1_by_dataset,
@@ -100,8 +100,9 @@ class EnsemblePage:
         return combine(self.fusion, token_counts(self.tokens),
                        [self.figures[m] if m in keep else None for m in members])
 
-    def as_page(self, features: Matrix) -> Page:
-        return Page(self.dataset, self.page_id, features, self.labels, self.tokens, self.gold)
+    def as_page(self, features: Matrix) -> TrainingPage:
+        return TrainingPage(self.dataset, self.page_id, features, self.labels, self.tokens,
+                            self.gold)
 
 
 def _build_page(job: tuple[Path, str, dict[str, MemberAnswer]]) -> EnsemblePage | None:
@@ -133,7 +134,7 @@ def load_pages(datasets: Sequence[Path], members: Sequence[str], workers: int,
 
 
 def training_rows(pages: Sequence[EnsemblePage], members: Sequence[str], seed: int
-                  ) -> list[Page]:
+                  ) -> list[TrainingPage]:
     """Each page twice: every member answering, then a random subset (module docstring)."""
     rng = np.random.default_rng(seed)
     rows = []

@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from services.fusion.features import FEATURES, page_features
-from services.fusion.model import FusionModel, read_model
+from services.fusion.model import FusionModel
 from shared.gbdt import Gbdt
-from shared.learners import TreeParams, train_gbdt
+from shared.learners import TreeParams, fit_gbdt
 from shared.training import (
     Classifier,
     Learner,
-    Page,
     Rule,
+    TrainingPage,
     Units,
+    label_rule,
     rules,
-    stack,
     train_model,
 )
 
@@ -53,20 +53,16 @@ def page_blocks(html: str) -> Units:
     return page.matrix, [b.text for b in page.blocks], page.tokens
 
 
-def fit(params: TreeParams, seed: int, pages: Sequence[Page]) -> Gbdt:
-    x, y, w = stack(pages, len(FEATURES))
-    return train_gbdt(x, y, w, params, seed)
-
-
 def _build(name: str, classifier: Classifier, rule: Rule, metadata: dict[str, Any]
            ) -> FusionModel:
     assert isinstance(classifier, Gbdt)
     return FusionModel(classifier, rule.cut, rule.smoothing, rule.relative_cut, metadata)
 
 
-def learner(seed: int, candidates: Mapping[str, TreeParams]) -> Learner:
-    fits: dict[str, Callable[[Sequence[Page]], Classifier]] = {
-        name: functools.partial(fit, params, seed) for name, params in candidates.items()}
+def learner(seed: int, candidates: Mapping[str, TreeParams]) -> Learner[FusionModel]:
+    fits: dict[str, Callable[[Sequence[TrainingPage]], Classifier]] = {
+        name: functools.partial(fit_gbdt, params, seed, len(FEATURES))
+        for name, params in candidates.items()}
     return Learner(
         service="fusion", unit_name="blocks", units=page_blocks, n_features=len(FEATURES),
         candidates=fits, rules=rules(CUTS, KERNELS), build=_build,
@@ -74,8 +70,7 @@ def learner(seed: int, candidates: Mapping[str, TreeParams]) -> Learner:
         description={
             "features": list(FEATURES),
             "hyperparameters": {name: params.to_json() for name, params in candidates.items()},
-            "labels": "a block is content when more than half of its tokens align with the "
-                      "gold tokens (shared.blockmap.block_support)",
+            "labels": label_rule("block"),
             "peers": "the other services' figures on the same pages and metric: "
                      "benchmarks/quality.py",
         })
@@ -87,6 +82,5 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0,
           ) -> FusionModel:
     """Evaluate the candidates leave-one-dataset-out, fit the best on every page, write
     the model to `out` and return it as the file loads."""
-    train_model(learner(seed, candidates or CANDIDATES), datasets, out, seed, limit,
-                workers or min(2, os.cpu_count() or 1), log)
-    return read_model(out)
+    return train_model(learner(seed, candidates or CANDIDATES), datasets, out, seed, limit,
+                       workers or min(2, os.cpu_count() or 1), log)

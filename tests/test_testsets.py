@@ -10,6 +10,7 @@ import http.server
 import io
 import json
 import tarfile
+import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,21 +18,23 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.datasets import (
+from orchestrator.testsets import (
     ArchiveError,
     ArchiveLimits,
+    Dataset,
     DatasetError,
     DatasetIn,
-    datasets_from_archive,
+    archive_dataset_folders,
     download_scrapinghub,
+    in_memory,
     open_dataset_dir,
     pair_names,
+    unpack_archive,
 )
 from shared.tokens import tokenize
-from tests.helpers import tar_bytes
+from tests.helpers import SAMPLE, tar_bytes, zip_bytes
 from tests.servers import serve_http
 
-SAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "sample"
 PAGE = b"<html><body><p>Hello world</p></body></html>"
 
 
@@ -97,16 +100,25 @@ def test_json_pages() -> None:
         DatasetIn.model_validate({"pages": [{"id": "a", "html": "", "gold": ""}] * 2}).dataset()
 
 
-def _zip(members: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
+def datasets_from_archive(data: bytes, name: str = "upload",
+                          limits: ArchiveLimits | None = None) -> list[Dataset]:
+    """The test sets of an archive as the API reads an upload (unpack_archive, then
+    archive_dataset_folders), loaded into memory; the archive's warnings go to the
+    first set."""
+    with tempfile.TemporaryDirectory() as temp:
+        root = Path(temp) / "archive"
+        files = unpack_archive(data, root, limits)
+        folders, warnings = archive_dataset_folders(root, files, name)
+        sets = []
+        for set_name, folder in folders:
+            on_disk = open_dataset_dir(folder, set_name)
+            sets.append(in_memory(set_name, list(on_disk.pages()), on_disk.warnings))
+    sets[0].warnings.extend(warnings)
+    return sets
 
 
 def test_zip_archive_with_two_sets_and_stray_files() -> None:
-    data = _zip({"html/a.html": PAGE, "content/a.txt": b"Hello world",
+    data = zip_bytes({"html/a.html": PAGE, "content/a.txt": b"Hello world",
                  "content/b.txt": b"gold", "other/html/c.html": PAGE,
                  "other/content/c.txt": b"c", "README": b"notes"})
     first, second = datasets_from_archive(data, "upload")
@@ -130,7 +142,7 @@ def test_tar_archive_reads_pages_and_feeds() -> None:
                                   "set\\..\\html\\a.html"])
 def test_traversal_and_absolute_paths_are_refused(name: str) -> None:
     with pytest.raises(ArchiveError, match="refused member"):
-        datasets_from_archive(_zip({name: PAGE, "content/a.txt": b"x"}))
+        datasets_from_archive(zip_bytes({name: PAGE, "content/a.txt": b"x"}))
     with pytest.raises(ArchiveError, match="refused member"):
         datasets_from_archive(tar_bytes([(name, PAGE), ("content/a.txt", b"x")]))
 
@@ -158,17 +170,17 @@ def test_zip_symlink_is_refused() -> None:
 def test_compression_bombs_and_limits_are_refused() -> None:
     zeros = b"\0" * 5_000_000  # deflates about 1000:1
     with pytest.raises(ArchiveError, match="compression ratio"):
-        datasets_from_archive(_zip({"html/a.html": zeros, "content/a.txt": b"x"}))
+        datasets_from_archive(zip_bytes({"html/a.html": zeros, "content/a.txt": b"x"}))
     with pytest.raises(ArchiveError, match="compression ratio"):
         datasets_from_archive(tar_bytes([("html/a.html", zeros), ("content/a.txt", b"x")]))
     small = ArchiveLimits(max_file_bytes=100)
     with pytest.raises(ArchiveError, match="limit per file"):
-        datasets_from_archive(_zip({"html/a.html": bytes(range(256)) * 2,
+        datasets_from_archive(zip_bytes({"html/a.html": bytes(range(256)) * 2,
                                     "content/a.txt": b"x"}), limits=small)
     many = {f"html/{i}.html": PAGE for i in range(30)}
     with pytest.raises(ArchiveError, match="more than 20 files"):
-        datasets_from_archive(_zip(many), limits=ArchiveLimits(max_files=20))
-    big = _zip({f"html/{i}.html": PAGE * 50 for i in range(30)})  # 66 kB in, a few kB packed
+        datasets_from_archive(zip_bytes(many), limits=ArchiveLimits(max_files=20))
+    big = zip_bytes({f"html/{i}.html": PAGE * 50 for i in range(30)})  # 66 kB in, a few kB packed
     with pytest.raises(ArchiveError, match="unpacks to more than 20000"):
         datasets_from_archive(big, limits=ArchiveLimits(max_total_bytes=20_000))
 
@@ -177,7 +189,7 @@ def test_not_an_archive() -> None:
     with pytest.raises(ArchiveError, match="not a readable zip or tar archive"):
         datasets_from_archive(b"just text, no archive at all")
     with pytest.raises(DatasetError, match="no folder with html/ and content/"):
-        datasets_from_archive(_zip({"a.txt": b"x"}))
+        datasets_from_archive(zip_bytes({"a.txt": b"x"}))
 
 
 @pytest.fixture

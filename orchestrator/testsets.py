@@ -23,7 +23,6 @@ import re
 import stat
 import struct
 import tarfile
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ class DatasetError(ValueError):
 
 
 @dataclass(frozen=True)
-class Page:
+class LabelledPage:
     """One test page. `html` is raw bytes (from files; decoded like the services do)
     or text (from JSON)."""
 
@@ -69,14 +68,14 @@ class Dataset:
 
     name: str
     ids: list[str]
-    loader: Callable[[str], Page]
+    loader: Callable[[str], LabelledPage]
     warnings: list[str] = field(default_factory=list)
     has_feeds: bool = False
 
-    def page(self, page_id: str) -> Page:
+    def page(self, page_id: str) -> LabelledPage:
         return self.loader(page_id)
 
-    def pages(self) -> Iterator[Page]:
+    def pages(self) -> Iterator[LabelledPage]:
         for page_id in self.ids:
             yield self.loader(page_id)
 
@@ -172,10 +171,10 @@ def open_folder(name: str, html_folder: Path, content_folder: Path,
     feed_by_id = {n.rpartition(".")[0]: p for n, p in feed_files.items()
                   if n.endswith(FEED_SUFFIX)}
 
-    def load(page_id: str) -> Page:
+    def load(page_id: str) -> LabelledPage:
         feed = feed_by_id.get(page_id)
         gold, note = read_gold_checked(gold_files[f"{page_id}{GOLD_SUFFIX}"].read_bytes())
-        return Page(
+        return LabelledPage(
             dataset=name, id=page_id, html=html_by_id[page_id].read_bytes(), gold=gold,
             feed=read_gold(feed.read_bytes()) if feed is not None else None,
             notes=(f"content/{page_id}{GOLD_SUFFIX} is {note}",) if note else (),
@@ -195,7 +194,7 @@ def open_dataset_dir(folder: Path, name: str | None = None) -> Dataset:
                        feeds if feeds.is_dir() else None)
 
 
-def in_memory(name: str, pages: list[Page], warnings: list[str] | None = None) -> Dataset:
+def in_memory(name: str, pages: list[LabelledPage], warnings: list[str] | None = None) -> Dataset:
     """A test set held in memory (JSON bodies, archives, pages kept in the store)."""
     by_id = {page.id: page for page in pages}
     if len(by_id) != len(pages):
@@ -224,7 +223,7 @@ class DatasetIn(BaseModel):
     pages: list[PageIn] = Field(min_length=1)
 
     def dataset(self) -> Dataset:
-        return in_memory(self.name, [Page(self.name, p.id, p.html, p.gold, p.feed)
+        return in_memory(self.name, [LabelledPage(self.name, p.id, p.html, p.gold, p.feed)
                                      for p in self.pages])
 
 
@@ -455,22 +454,6 @@ def archive_dataset_folders(root: Path, files: Iterable[PurePosixPath], name: st
     return found, warnings
 
 
-def datasets_from_archive(data: bytes, name: str = "upload",
-                          limits: ArchiveLimits | None = None) -> list[Dataset]:
-    """Every test set in an archive, unpacked in a temporary folder and loaded into
-    memory (see archive_dataset_folders for the layout)."""
-    with tempfile.TemporaryDirectory(prefix="boilerbench-archive-") as temp:
-        root = Path(temp) / "archive"
-        files = unpack_archive(data, root, limits)
-        folders, warnings = archive_dataset_folders(root, files, name)
-        datasets = []
-        for set_name, folder in folders:
-            on_disk = open_dataset_dir(folder, set_name)
-            datasets.append(in_memory(set_name, list(on_disk.pages()), on_disk.warnings))
-    datasets[0].warnings.extend(warnings)
-    return datasets
-
-
 # ---------------------------------------------------------------------------------------
 # The Scrapinghub article extraction benchmark
 
@@ -569,11 +552,3 @@ async def download_scrapinghub(target: Path, source_url: str = SCRAPINGHUB_URL,
         "ground-truth.json.\n", encoding="utf-8")
     return len(truth)
 
-
-def check_html(page: Page) -> str | None:
-    """Why a page cannot be used (not decodable as HTML), or None."""
-    try:
-        page.html_text()
-    except NotHTMLError as exc:
-        return str(exc)
-    return None

@@ -1,0 +1,44 @@
+"""A process tree's members, memory and CPU time, read from /proc (Linux), for the tests
+and benchmarks that measure services with their worker processes."""
+
+from __future__ import annotations
+
+import os
+
+from shared.workers import descendants
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process descended from it."""
+    return [root, *descendants(root)]
+
+
+def tree_memory_bytes(root: int, field: str = "VmRSS") -> int:
+    """A /proc/<pid>/status memory figure (VmRSS: resident now; VmHWM: its peak) summed
+    over a process tree, in bytes (processes gone meanwhile count 0)."""
+    total = 0
+    for pid in process_tree(root):
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                for line in status:
+                    if line.startswith(f"{field}:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            continue
+    return total
+
+
+def process_cpu_s(pid: int, reaped: bool = False) -> float:
+    """User + system CPU seconds of one process (0 once it is gone); with `reaped`, those
+    of its children it has waited for too."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # The command name may hold spaces and parentheses: fields follow the last ')'.
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # utime, stime, cutime, cstime: fields 14-17 of stat, 11-14 after the name.
+    return sum(int(f) for f in fields[11:15 if reaped else 13]) / CLOCK_TICKS
