@@ -204,7 +204,7 @@ class RunConfig(BaseSettings):
 
     @property
     def service_urls(self) -> dict[str, str]:
-        """The URLs given and, in `http` mode with a port_base, every other service's
+        """The URLs given and, in `http` mode with a port_base, every registry service's
         on the port of that stack."""
         if self.mode != "http" or self.port_base is None:
             return dict(self.urls)

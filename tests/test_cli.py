@@ -92,8 +92,11 @@ def test_the_configuration_points_at_a_port_base_stack() -> None:
     values = parse_config_text("mode:http; port_base:9001; services:justext,bte;\n"
                                "service.bte.url:http://10.0.0.5:8003;")
     config = load_config(file_values=values)
-    assert config.service_urls == {"justext": "http://127.0.0.1:9001",
-                                   "bte": "http://10.0.0.5:8003"}  # a URL given wins
+    urls = config.service_urls
+    assert urls["justext"] == "http://127.0.0.1:9001"
+    assert urls["bte"] == "http://10.0.0.5:8003"  # a URL given wins
+    assert urls["fusion"] == "http://127.0.0.1:9010"  # also a service named later (--services)
+    assert config.run_spec(services=["fusion"]).urls["fusion"] == "http://127.0.0.1:9010"
     local = load_config(file_values={**values, "mode": "local"})
     assert local.service_urls == {"bte": "http://10.0.0.5:8003"}  # local runs pick ports
 
