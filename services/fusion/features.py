@@ -58,7 +58,7 @@ import numpy.typing as npt
 from services.bte.extractor import VOID, count_words
 from services.cetd.extractor import composite_text_densities
 from services.justext.extractor import load_stoplist, stoplist_names
-from shared.flatpage import FlatBlock, FlatPage, flatten_html
+from shared.flatpage import FlatPage, flatten_html
 from shared.html import INVISIBLE
 from shared.tokens import tokenize
 
@@ -116,6 +116,7 @@ READABILITY_TAG_SCORE: dict[str, float] = {
 READABILITY_PARAGRAPHS = frozenset({"p", "pre", "td", "div"})
 # Element names by what they mark (bits of one per-element integer).
 _NAV, _FORM, _LIST, _TABLE, _ARTICLE, _LINK, _LINK_TAG = 1, 2, 4, 8, 16, 32, 64
+_CJK_FIRST = "\u3040"  # below it, no script that BTE counts by the character
 _NAME_BITS: dict[str, int] = {
     **dict.fromkeys(NAVIGATION, _NAV), "form": _FORM,
     **dict.fromkeys(LISTS, _LIST), "table": _TABLE, **dict.fromkeys(ARTICLE, _ARTICLE),
@@ -145,15 +146,15 @@ def page_stoplist(tokens: Sequence[str]) -> frozenset[str]:
     without asking the caller for the language); empty when no stopword occurs."""
     languages = _languages_of()
     counts = Counter(tokens)
-    votes: Counter[int] = Counter()
-    for word in counts.keys() & languages.keys():  # the page's stopwords, found in C
-        count = counts[word]
-        for language in languages[word]:
-            votes[language] += count
-    if not votes:
+    found = list(counts.keys() & languages.keys())  # the page's stopwords, found in C
+    if not found:
         return frozenset()
-    best = min(votes, key=lambda language: (-votes[language], language))
-    return stoplists()[best][1]
+    ids = [languages[word] for word in found]
+    weights = np.repeat(np.fromiter(map(counts.__getitem__, found), np.float64, len(found)),
+                        np.fromiter(map(len, ids), np.int64, len(ids)))
+    votes = np.bincount(np.fromiter(itertools.chain.from_iterable(ids), np.int64),
+                        weights=weights, minlength=len(stoplists()))
+    return stoplists()[int(np.argmax(votes))][1]  # on a tie, the first by name
 
 
 
@@ -229,23 +230,33 @@ def _attribute_hints(marks: dict[int, tuple[str, str]], wanted: Sequence[bool]
     return negative, positive, weight
 
 
-def _link_chars(page: FlatPage, blocks: Sequence[FlatBlock], texts: Sequence[str],
-                in_link: Sequence[bool]) -> Matrix:
+def _link_chars(page: FlatPage, firsts: Ints, ends: Ints, chars: Matrix, in_link: Flags
+                ) -> Matrix:
     """Characters of each block's text inside a link (each text piece whitespace
-    normalised, as shared.html.text_blocks counts them)."""
-    holders, pieces = page.holders, page.texts
-    counts = []
-    for block, text in zip(blocks, texts, strict=True):
-        if block.end - block.first == 1:  # four blocks in five: one text
-            counts.append(len(text) if in_link[holders[block.first]] else 0)
-        else:
-            linked = sum(len(" ".join(pieces[k].split())) for k in range(block.first, block.end)
-                         if in_link[holders[k]])
-            counts.append(min(linked, len(text)))
-    return np.array(counts, dtype=np.float64)
+    normalised, as shared.html.text_blocks counts them): a block of one text (four in
+    five) is all link or none; only blocks of several texts with a link are summed."""
+    linked = in_link[np.array(page.holders, dtype=np.int64)]  # per text
+    counts: Matrix = np.where(ends - firsts == 1, chars * linked[firsts], 0.0)
+    running = np.concatenate([[0], np.cumsum(linked)])
+    pieces, holders = page.texts, page.holders
+    for i in np.flatnonzero((ends - firsts > 1) & (running[ends] > running[firsts])).tolist():
+        counts[i] = min(chars[i], sum(len(" ".join(pieces[k].split()))
+                                      for k in range(firsts[i], ends[i]) if in_link[holders[k]]))
+    return counts
 
 
-def _bte_shares(page: FlatPage, blocks: Sequence[FlatBlock]) -> Matrix:
+def _text_words(texts: Sequence[str]) -> Matrix:
+    """BTE's words of each text (services/bte: whitespace-separated, CJK characters one
+    by one); split in C, and only texts with characters from the CJK blocks up counted
+    one by one."""
+    words = np.fromiter(map(len, map(str.split, texts)), np.float64, len(texts))
+    for k, text in enumerate(texts):
+        if not text.isascii() and max(text) >= _CJK_FIRST:
+            words[k] = count_words(text)
+    return words
+
+
+def _bte_shares(page: FlatPage, firsts: Ints, block_ends: Ints) -> Matrix:
     """Share of each block's words inside BTE's window (services/bte, default options:
     every start and end tag a token, void elements one, invisible ones one or two).
 
@@ -258,8 +269,8 @@ def _bte_shares(page: FlatPage, blocks: Sequence[FlatBlock]) -> Matrix:
     void = np.fromiter(map(VOID.__contains__, names), dtype=bool, count=len(names))
     start_tags = np.concatenate([[0], np.cumsum(1 + (invisible & ~void))])
     end_tags = np.concatenate([[0], np.cumsum((~invisible & ~void)[page.closed])])
-    words = np.fromiter(map(count_words, page.texts), dtype=np.float64, count=len(page.texts))
-    shares = np.zeros(len(blocks))
+    words = _text_words(page.texts)
+    shares = np.zeros(len(firsts))
     if not words.any():
         return shares
     tags = (start_tags[np.array(page.opened, dtype=np.int64)]
@@ -276,8 +287,6 @@ def _bte_shares(page: FlatPage, blocks: Sequence[FlatBlock]) -> Matrix:
     inside[has[first:last + 1]] = 1.0
     all_words = np.concatenate([[0.0], np.cumsum(words)])
     inside_words = np.concatenate([[0.0], np.cumsum(words * inside)])
-    firsts = np.array([block.first for block in blocks], dtype=np.int64)
-    block_ends = np.array([block.end for block in blocks], dtype=np.int64)
     total = np.maximum(all_words[block_ends] - all_words[firsts], 1.0)
     inside_blocks: Matrix = (inside_words[block_ends] - inside_words[firsts]) / total
     return inside_blocks
@@ -361,7 +370,7 @@ def page_features(html: str) -> PageFeatures:
     names = page.names
     containers = np.array([block.container for block in flat], dtype=np.int64)
     container_list = containers.tolist()
-    stop = page_stoplist([t for block_tokens in tokens for t in block_tokens])
+    stop = page_stoplist(list(itertools.chain.from_iterable(tokens)))
 
     # Elements: what each is, its subtree (index..last), its ancestors' marks.
     m = len(names)
@@ -385,7 +394,9 @@ def page_features(html: str) -> PageFeatures:
     # Text figures.
     words = np.array([len(t) for t in tokens], dtype=np.float64)
     chars = np.array([len(text) for text in texts], dtype=np.float64)
-    link = _link_chars(page, flat, texts, in_link.tolist())
+    firsts = np.array([block.first for block in flat], dtype=np.int64)
+    ends = np.array([block.end for block in flat], dtype=np.int64)
+    link = _link_chars(page, firsts, ends, chars, in_link)
     stopwords = np.array([sum(map(stop.__contains__, t)) for t in tokens], dtype=np.float64)
     punctuation = np.array([len(_PUNCTUATION.findall(text)) for text in texts], dtype=np.float64)
     digits = np.array([len(_DIGIT.findall(text)) for text in texts], dtype=np.float64)
@@ -431,7 +442,7 @@ def page_features(html: str) -> PageFeatures:
     total_words = float(words.sum())
     before = np.concatenate([[0.0], np.cumsum(words)[:-1]])
     layout = np.column_stack([
-        _bte_shares(page, flat),
+        _bte_shares(page, firsts, ends),
         np.arange(n) / max(n - 1, 1),
         before / max(total_words, 1.0),
         words / max(float(words.max()), 1.0),
