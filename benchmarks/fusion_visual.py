@@ -5,11 +5,11 @@
 
 Loads every page once with fusion's block features (services/fusion/features.py)
 plus VISUAL, the block container's box in shared.layout (joined by XPath), then
-runs fusion's own cross-dataset evaluation (services/fusion/training.cross_dataset:
-fit on all datasets but one, score the one left out with the decision rule fixed
-beforehand) twice: on fusion's features alone and with the visual columns added.
-Same pages, labels, hyperparameters and seed; only the columns differ. The shipped
-fusion model is not touched. Writes fusion_visual.md and fusion_visual.json.
+runs fusion's leave-one-dataset-out evaluation (shared.training: fit fusion's first
+tree candidate on all datasets but one, score the one left out at the decision rule
+chosen on the others) twice: on fusion's features alone and with the visual columns
+added. Same pages, labels, hyperparameters and seed; only the columns differ. The
+shipped fusion model is not touched. Writes fusion_visual.md and fusion_visual.json.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import numpy as np
 
 from services.cetd.extractor import weighted_median
 from services.fusion.features import FEATURES, page_features
-from services.fusion.training import Hyperparameters, cross_dataset
+from services.fusion.training import CANDIDATES, CUTS, KERNELS, fit
 from shared.datasets import dataset_dir
 from shared.layout import layout
-from shared.training import Units, load_datasets
+from shared.training import Units, leave_one_dataset_out, load_datasets, lodo_evaluation, rules
 
 REPO = Path(__file__).resolve().parent.parent
 DATASETS = "scrapinghub,cleaneval,chaos,cleanportaleval"
@@ -45,7 +45,7 @@ def visual_blocks(html: str) -> Units:
     rendered = layout(html)
     width, height = rendered.viewport_width, rendered.viewport_height
     band_left, band_right = width / 4, width * 3 / 4
-    boxes = [rendered.boxes.get(block.path) for block in page.blocks]
+    boxes = [rendered.boxes.get(block.path) if block.path else None for block in page.blocks]
     sizes = [(box.font_size, len(block.text)) for box, block in zip(boxes, page.blocks,
                                                                     strict=True)
              if box is not None and box.rendered]
@@ -82,12 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     pages, _ = load_datasets(folders, visual_blocks, "blocks", args.limit, args.processes)
     loaded = time.perf_counter() - start
-    hp = Hyperparameters()
+    params = next(iter(CANDIDATES.values()))
     base = [replace(page, features=page.features[:, :len(FEATURES)]) for page in pages]
     results = {}
     for label, variant in (("fusion features", base), ("with visual features", pages)):
-        results[label] = cross_dataset(
-            variant, hp, args.seed, lambda line: print(line, file=sys.stderr, flush=True))
+        held_out = leave_one_dataset_out(variant, lambda train: fit(params, args.seed, train))
+        scores = lodo_evaluation(variant, held_out, rules(CUTS, KERNELS))["word_f1"]
+        print(f"{label}: {scores}", file=sys.stderr, flush=True)
+        results[label] = {name: {"word_f1": f1} for name, f1 in scores.items()}
     seconds = time.perf_counter() - start
     names = sorted(results["fusion features"])
     command = "python benchmarks/fusion_visual.py " + " ".join(
