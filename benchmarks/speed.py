@@ -1,7 +1,8 @@
 """Speed: every service in-process and over HTTP, beside the parsing floors and trafilatura.
 
     python benchmarks/speed.py [--datasets scrapinghub,cleaneval] [--services all|a,b]
-                               [--limit N] [--repeat R] [--no-http] [--out benchmarks/results]
+                               [--limit N] [--repeat R] [--no-http] [--pair-peer]
+                               [--out benchmarks/results]
 
 On every page of the datasets (the first N per dataset with --limit), measured in
 one run:
@@ -24,7 +25,10 @@ Every in-process target runs in a fresh subprocess (so imports, caches and peak
 memory are its own); per-page times, in-process and over HTTP (with the paired
 in-process run), are the minimum over --repeat passes. Peak
 memory: the subprocess's ru_maxrss (in-process) and the summed VmHWM of the
-service's process tree (HTTP: uvicorn and its extraction workers). The datasets
+service's process tree (HTTP: uvicorn and its extraction workers). With --pair-peer,
+each service's subprocess also times trafilatura.extract on every page right after the
+service (same process, same page, alternating), and `x_trafilatura` is the ratio of
+those paired CPU medians: on a machine loaded by others, the only fair ratio. The datasets
 have no feeds, so rss gets a one-item feed per page: the page's URL as the item's
 link and the first 60 words of its gold text as the item's summary.
 
@@ -209,7 +213,7 @@ def _rss_kb() -> int:
     return 0
 
 
-def child_main(target: str, pages_file: str, repeat: int) -> None:
+def child_main(target: str, pages_file: str, repeat: int, pair_peer: bool = False) -> None:
     """Time one target on every page; print JSON to stdout."""
     from shared.contract import PageError
     from shared.decoding import NotHTMLError, decode_html
@@ -239,14 +243,17 @@ def child_main(target: str, pages_file: str, repeat: int) -> None:
             results.append(row)
     else:
         run = _make_runner(target)
+        peer = _make_runner(PEER) if pair_peer and target != PEER else None
         for page, data in list(zip(pages, blobs, strict=True))[:WARM_UP_PAGES]:
             try:
                 run(data, page)
+                if peer is not None:
+                    peer(data, page)
             except Exception:  # warm-up only; errors are counted below
                 continue
         baseline_kb = _rss_kb()
         for page, data in zip(pages, blobs, strict=True):
-            best = best_cpu = best_floor = float("inf")
+            best = best_cpu = best_floor = best_peer = float("inf")
             error: str | None = None
             try:
                 floor: bytes | None = _floor_bytes(decode_html(data))
@@ -266,18 +273,28 @@ def child_main(target: str, pages_file: str, repeat: int) -> None:
                     start_cpu = time.process_time()
                     _parse_lxml(floor)
                     best_floor = min(best_floor, time.process_time() - start_cpu)
-            results.append({"dataset": page.dataset, "id": page.page_id,
-                            "ms": round(best * 1000, 4), "cpu_ms": round(best_cpu * 1000, 4),
-                            "floor_cpu_ms": round(best_floor * 1000, 4) if floor else None,
-                            "error": error})
+                if peer is not None and floor is not None:  # the peer, alternately
+                    start_cpu = time.process_time()
+                    with contextlib.suppress(Exception):
+                        peer(data, page)
+                    best_peer = min(best_peer, time.process_time() - start_cpu)
+            row = {"dataset": page.dataset, "id": page.page_id,
+                   "ms": round(best * 1000, 4), "cpu_ms": round(best_cpu * 1000, 4),
+                   "floor_cpu_ms": round(best_floor * 1000, 4) if floor else None,
+                   "error": error}
+            if peer is not None:
+                row["peer_cpu_ms"] = round(best_peer * 1000, 4) if floor else None
+            results.append(row)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     json.dump({"target": target, "pages": results, "baseline_rss_mb": round(baseline_kb / 1024, 1),
                "peak_rss_mb": round(peak_kb / 1024, 1)}, sys.stdout)
 
 
-def measure_in_process(target: str, pages_file: Path, repeat: int) -> dict[str, Any]:
+def measure_in_process(target: str, pages_file: Path, repeat: int, pair_peer: bool = False
+                       ) -> dict[str, Any]:
     command = [sys.executable, str(Path(__file__).resolve()), "--child", target,
-               "--pages-file", str(pages_file), "--repeat", str(repeat)]
+               "--pages-file", str(pages_file), "--repeat", str(repeat),
+               *(["--pair-peer"] if pair_peer else [])]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         return {"target": target, "pages": [], "failed": done.stderr[-2000:]}
@@ -468,7 +485,13 @@ def build_summary(in_process: dict[str, dict[str, Any]], http: dict[str, dict[st
                 entry["paired_lxml_cpu_median_ms"] = round(statistics.median(floors), 3)
             if cpu is not None and floor_cpu:
                 entry["x_lxml"] = round(cpu / floor_cpu, 2)
-            if cpu is not None and peer_cpu:
+            paired_peer = [r["peer_cpu_ms"] for r in rows(result) if r.get("peer_cpu_ms")]
+            if paired_peer:  # the peer timed alternately with the target, in its process
+                entry["paired_trafilatura_cpu_median_ms"] = round(
+                    statistics.median(paired_peer), 3)
+                if cpu is not None:
+                    entry["x_trafilatura"] = round(cpu / statistics.median(paired_peer), 2)
+            elif cpu is not None and peer_cpu:
                 entry["x_trafilatura"] = round(cpu / peer_cpu, 2)
             if target in http:
                 http_rows = rows(http[target])
@@ -518,6 +541,11 @@ def check_targets(summary: dict[str, Any], datasets: Sequence[str],
                 limit = 3.0
             elif name == "density":
                 limit = 4.0 if options.get("threshold", "learned") == "learned" else 3.0
+            if name == "fusion" and "x_trafilatura" in entry:
+                checks.append({"dataset": dataset, "target": target,
+                               "rule": "in-process <= 0.5x trafilatura.extract (CPU medians)",
+                               "figure": f"{entry['x_trafilatura']}x",
+                               "ok": entry["x_trafilatura"] <= 0.5})
             if limit is not None and "x_lxml" in entry:
                 checks.append({"dataset": dataset, "target": target,
                                "rule": f"in-process <= {limit:g}x lxml parse",
@@ -662,12 +690,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None, help="First N pages per dataset.")
     parser.add_argument("--repeat", type=int, default=1, help="Passes per page (min is kept).")
     parser.add_argument("--no-http", action="store_true", help="Skip the HTTP measurements.")
+    parser.add_argument("--pair-peer", action="store_true",
+                        help="Time trafilatura.extract alternately with each service, in its "
+                             "process, and take x_trafilatura from those pairs.")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--pages-file", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child_main(args.child, args.pages_file, args.repeat)
+        child_main(args.child, args.pages_file, args.repeat, args.pair_peer)
         return
 
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
@@ -680,7 +711,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         pages_file.write_text(json.dumps([p.__dict__ for p in pages]))
         in_process = measure_each(
             (*FLOORS, PEER, *services), "in-process", failures,
-            lambda target: measure_in_process(target, pages_file, args.repeat))
+            lambda target: measure_in_process(target, pages_file, args.repeat,
+                                              args.pair_peer and target in services))
     http = {} if args.no_http else measure_each(
         [t for t in services if t in in_process],  # the others' extractors did not load
         "http", failures, lambda target: measure_http(target, pages, args.repeat))

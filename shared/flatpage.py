@@ -20,7 +20,9 @@ Comments and doctypes are left out; invisible elements (shared.html.INVISIBLE:
 script, style, head, ...) open and close with nothing in between, as their content
 is never shown. With `drop_hidden`, so do the elements a browser would not render
 because of a `hidden` attribute or an inline display:none / visibility:hidden. Both
-kinds are listed in `emptied`.
+kinds are listed in `emptied`. With `attributes`, `marks` holds the class and id
+attributes of the elements that have one (what readability-style scoring reads);
+otherwise it stays empty, as attributes cost a lookup per element.
 
 The same walk cuts the text into blocks, as shared.html.text_blocks cuts it (a
 block-level element ends one and starts another; invisible and dropped elements do
@@ -108,6 +110,7 @@ class FlatPage:
     opened: list[int] = field(default_factory=list)
     closes: list[int] = field(default_factory=list)
     blocks: list[FlatBlock] = field(default_factory=list)
+    marks: dict[int, tuple[str, str]] = field(default_factory=dict)  # element: (class, id)
     _paths: dict[int, str] = field(default_factory=dict, repr=False)
     _too_deep: set[int] = field(default_factory=set, repr=False)
     _siblings: dict[int, dict[str, list[int]]] = field(default_factory=dict, repr=False)
@@ -203,28 +206,38 @@ def _slow_for_lexbor(html: str) -> bool:
     return deepest > _MAX_LEXBOR_DEPTH
 
 
-def flatten_html(html: str, drop_hidden: bool = False) -> FlatPage:
+def flatten_html(html: str, drop_hidden: bool = False, attributes: bool = False
+                 ) -> FlatPage:
     """Parse decoded page text (lexbor, or lxml for deeply nested pages) into a FlatPage;
-    `drop_hidden` empties hidden elements (a CSS query first, so only likely elements
-    are read)."""
+    `drop_hidden` empties hidden elements and `attributes` fills `marks` (CSS queries
+    first, so only the elements that have such attributes are read)."""
     if _slow_for_lexbor(html):
-        return flatten_tree(parse_html(html), drop_hidden)
+        return flatten_tree(parse_html(html), drop_hidden, attributes)
     tree = LexborHTMLParser(html)
     root = tree.root
     if root is None:
-        return flatten_tree(parse_html(html), drop_hidden)
+        return flatten_tree(parse_html(html), drop_hidden, attributes)
     hidden_nodes: set[int] = set()
     if drop_hidden:
         for candidate in tree.css('[hidden],[style*="none" i],[style*="hidden" i]'):
-            attributes = candidate.attributes
-            if "hidden" in attributes or _HIDDEN_STYLE.search(attributes.get("style") or ""):
+            hidden_attrs = candidate.attributes
+            if "hidden" in hidden_attrs or _HIDDEN_STYLE.search(hidden_attrs.get("style") or ""):
                 hidden_nodes.add(candidate.mem_id)
+    marked: dict[int, tuple[str, str]] = {}
+    if attributes:
+        for candidate in tree.css("[class],[id]"):
+            attrs = candidate.attrs
+            marked[candidate.mem_id] = (attrs.get("class") or "", attrs.get("id") or "")
     page = FlatPage()
     names, parents, last, closed, emptied = (page.names, page.parents, page.last, page.closed,
                                              page.emptied)
     pieces, texts, holders, opened, closes, blocks = (page.pieces, page.texts, page.holders,
                                                       page.opened, page.closes, page.blocks)
+    marks = page.marks
+    looked_up = bool(hidden_nodes or marked)  # else no element needs its mem_id
     names.append(root.tag or "html")
+    if root.mem_id in marked:
+        marks[0] = marked[root.mem_id]
     parents.append(-1)
     last.append(0)
     # Name and kind by lexbor tag id, read once per page: node.tag decodes a new string
@@ -271,8 +284,12 @@ def flatten_html(html: str, drop_hidden: bool = False) -> FlatPage:
                 names.append(tag)
                 parents.append(current)
                 last.append(index)
-                if hidden_nodes and node.mem_id in hidden_nodes:
-                    what = _EMPTIED
+                if looked_up:
+                    node_id = node.mem_id
+                    if node_id in hidden_nodes:
+                        what = _EMPTIED
+                    if node_id in marked:
+                        marks[index] = marked[node_id]
                 if what == _EMPTIED:
                     closed.append(index)
                     emptied.append(index)
@@ -292,7 +309,8 @@ def flatten_html(html: str, drop_hidden: bool = False) -> FlatPage:
     return page
 
 
-def flatten_tree(root: etree._Element, drop_hidden: bool = False) -> FlatPage:
+def flatten_tree(root: etree._Element, drop_hidden: bool = False, attributes: bool = False
+                 ) -> FlatPage:
     """The FlatPage of an lxml tree from shared.html.parse_html (text and tails in
     document order, comments dropped, invisible elements empty): what flatten_html
     gives, built the same way."""
@@ -334,6 +352,10 @@ def flatten_tree(root: etree._Element, drop_hidden: bool = False) -> FlatPage:
             parents.append(open_elements[-1] if open_elements else -1)
             last.append(index)
             what = _kind(name)
+            if attributes:
+                classes, ident = element.get("class"), element.get("id")
+                if classes is not None or ident is not None:
+                    page.marks[index] = (classes or "", ident or "")
             if drop_hidden and index:
                 style = element.get("style")
                 if element.get("hidden") is not None or (style and _HIDDEN_STYLE.search(style)):

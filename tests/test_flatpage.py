@@ -136,3 +136,13 @@ def test_paths_of_very_deep_elements_are_left_out() -> None:
     assert page.path(shallow) == "/html/body/table/tbody/tr/td"
     assert all(len((page.path(e) or "").split("/")) <= MAX_PATH_DEPTH + 1
                for e in range(len(page.names)))
+
+
+def test_class_and_id_attributes_are_kept_when_asked() -> None:
+    html = ('<html><body><div class="Main x" id="top"><p id="a">t</p>'
+            '<span class="s">u</span><i>v</i></div></body></html>')
+    for page in (flatten_html(html, attributes=True),
+                 flatten_tree(parse_html(html), attributes=True)):
+        assert {page.names[i]: marks for i, marks in page.marks.items()} == {
+            "div": ("Main x", "top"), "p": ("", "a"), "span": ("s", "")}
+    assert flatten_html(html).marks == {}

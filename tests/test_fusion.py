@@ -117,6 +117,21 @@ def test_features_of_a_hand_built_page() -> None:
     # the five-block window around block 2: three link-only menu items and two text blocks
     window = words[0:5]
     assert m[2, column("window_link_density")] == pytest.approx(sum(window[:3]) / sum(window))
+    # structure: the heading is just before the first paragraph, two blocks before the
+    # second; no heading before the menu (as far as the page is long)
+    assert m[:, column("heading_prev")].tolist() == [0, 0, 0, 0, 1, 0, 0, 0, 0, 0]
+    assert m[2, column("heading_next")] == 1
+    assert m[5, column("heading_distance")] == pytest.approx(math.log1p(2))
+    assert m[0, column("heading_distance")] == pytest.approx(math.log1p(10))
+    # the menu repeats one markup (li in ul.nav) three times; the paragraphs share theirs
+    # (p in div.article-body) and hold most of the words
+    assert m[:3, column("path_share")] == pytest.approx([0.3] * 3)
+    assert m[4, column("path_share")] == pytest.approx(0.4)
+    assert m[4, column("path_word_share")] == pytest.approx(sum(words[4:8]) / sum(words))
+    assert m[:, column("log_sibling_blocks")] == pytest.approx(
+        np.log1p([3, 3, 3, 5, 5, 5, 5, 5, 1, 1]))
+    longest = int(np.argmax(words))
+    assert m[:, column("longest_distance")] == pytest.approx((np.arange(10) - longest) / 10)
 
 
 def test_stopword_density_uses_the_page_language() -> None:

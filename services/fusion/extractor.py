@@ -1,12 +1,14 @@
 """fusion: boilerbench's own extractor, a learned block classifier over published measures.
 
-Every text block of the page (shared.html.text_blocks, one parse) gets the figures the
-published algorithms decide by (jusText's stopword and link density, Boilerpipe's word
-counts and neighbours, CETD's composite text density, BTE's window, readability's
-class/id hints and candidate scores, position; see services/fusion/features.py), and
-gradient-boosted trees trained on gold-labelled pages (services/fusion/training.py,
-`boilerbench train fusion`) turn them into a probability of being content. The
-probabilities are smoothed over neighbouring blocks and cut (services/fusion/model.py).
+Every text block of the page (one parse and one walk: shared.flatpage) gets the figures
+the published algorithms decide by (jusText's stopword and link density, Boilerpipe's
+word counts and neighbours, CETD's composite text density, BTE's window, readability's
+class/id hints and candidate scores, position) and a few that carry across sites
+(nearby headings, how often the page repeats the block's markup; see
+services/fusion/features.py), and gradient-boosted trees trained on gold-labelled pages
+(services/fusion/training.py, `boilerbench train fusion`) turn them into a probability
+of being content. The probabilities are smoothed over neighbouring blocks and cut
+(services/fusion/model.py).
 The model is a JSON file evaluated in numpy: no machine-learning library at runtime.
 """
 
@@ -53,9 +55,9 @@ ALGORITHM = Algorithm(
     name="fusion",
     version=version("boilerbench"),
     description="boilerbench's own extractor: gradient-boosted trees over each text block's "
-    "text, link, stopword, markup, CETD-density, BTE-window, readability-score, position and "
-    "neighbour features, probabilities smoothed over neighbours. Block score: the smoothed "
-    "probability of being content.",
+    "text, link, stopword, markup, CETD-density, BTE-window, readability-score, position, "
+    "neighbour and page-structure features, probabilities smoothed over neighbours. Block "
+    "score: the smoothed probability of being content.",
     reference="boilerbench (services/fusion); features after jusText (Pomikálek 2011), "
     "Boilerpipe (Kohlschütter et al., WSDM 2010), CETD (Sun et al., SIGIR 2011), BTE (Finn "
     "et al. 2001) and readability (Arc90)",

@@ -1,7 +1,12 @@
 """The features of a page's text blocks: what the seed algorithms measure, side by side.
 
-One parse (shared.html.parse_html); blocks are shared.html.text_blocks; besides their
-walk, only BTE's token walk goes over the whole tree. Per block:
+One parse and one walk: shared.flatpage.flatten_html turns the page (lexbor's HTML5
+tree) into plain lists with the class and id attributes, and every figure below is
+read from those lists. An element's subtree is the index range i..last[i], so "inside
+a <nav>", "characters below", "link tags below" or "depth" are prefix sums over all
+elements at once (numpy), not walks of the tree; Python loops run over the blocks
+only. Blocks are the FlatPage's blocks, cut as shared.html.text_blocks cuts them. Per
+block:
 
 - text (jusText, Boilerpipe): words, characters, link density, stopword density (the
   jusText stoplist of the page's language, chosen as the one covering most of the
@@ -12,8 +17,9 @@ walk, only BTE's token walk goes over the whole tree. Per block:
 - density (CETD, services/cetd): Composite Text Density of the container, its parent
   and grandparent, the container's density over the body's (CETD's threshold), the
   share of the page's characters under the parent and grandparent and their link
-  density (characters summed from the blocks, tags counted by XPath: no second walk);
-- BTE (services/bte): the share of the block's words inside BTE's window;
+  density;
+- BTE (services/bte): the share of the block's words inside BTE's window (its tokens
+  come from the same FlatPage);
 - readability (Arc90): the content score readability gives the block's container's
   parent (paragraphs of 25+ characters score 1 + their commas + up to 3
   for length into their parent and half into their grandparent, after class/id and tag
@@ -25,31 +31,40 @@ walk, only BTE's token walk goes over the whole tree. Per block:
 - page: total words, number of blocks, overall link density (so one model can adapt
   to pages that are mostly text or mostly links);
 - context: the same text figures for the previous and next block and a words-weighted
-  link density over the five blocks around it (density's seed looks at neighbours too).
+  link density over the five blocks around it (density's seed looks at neighbours too);
+- structure (what holds across sites, not what one site's markup says): whether the
+  previous or next block is a heading and how many blocks back the last heading is;
+  link density and words over the 21 blocks around the block; how often the page
+  repeats the block's markup (its container's and parent's tag and class: menus,
+  teasers and comment lists repeat one template, an article's paragraphs share one
+  too but hold most of the page's words), as a share of the blocks and of the words;
+  the blocks sharing its parent; its distance from the longest block.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from lxml import etree
 
-from services.bte.extractor import BteOptions, best_window, tokenize_page
-from services.cetd.extractor import composite_text_density
+from services.bte.extractor import VOID, count_words
+from services.cetd.extractor import composite_text_densities
 from services.justext.extractor import load_stoplist, stoplist_names
-from shared.flatpage import flatten_tree
-from shared.html import TextBlock, parse_html, tag_name, text_blocks
+from shared.flatpage import FlatPage, flatten_html
+from shared.html import INVISIBLE
 from shared.tokens import tokenize
 
 Matrix = npt.NDArray[np.float64]
-
+Ints = npt.NDArray[np.int64]
+Flags = npt.NDArray[np.bool_]
 TAG_GROUPS: dict[str, int] = {
     "p": 0,
     **{f"h{i}": 1 for i in range(1, 7)},
@@ -84,10 +99,13 @@ READABILITY = ("readability_share", "readability_article", "readability_log_top"
 LAYOUT = ("bte_inside", "position", "word_position", "words_over_longest", "longest_parent",
           "longest_grandparent")
 PAGE = ("page_log_words", "page_log_blocks", "page_link_density")
+STRUCTURE = ("heading_prev", "heading_next", "heading_distance", "wide_link_density",
+             "wide_log_words", "path_share", "path_word_share", "log_sibling_blocks",
+             "longest_distance")
 FEATURES: tuple[str, ...] = (
     *OWN, *MARKUP, *DENSITY, *READABILITY, *LAYOUT, *PAGE,
     *(f"{name}_prev" for name in CONTEXT), *(f"{name}_next" for name in CONTEXT),
-    "window_link_density", "window_log_words",
+    "window_link_density", "window_log_words", *STRUCTURE,
 )
 # readability's initial candidate scores by tag, and which containers are paragraphs.
 READABILITY_TAG_SCORE: dict[str, float] = {
@@ -96,10 +114,15 @@ READABILITY_TAG_SCORE: dict[str, float] = {
     **{f"h{i}": -5 for i in range(1, 7)},
 }
 READABILITY_PARAGRAPHS = frozenset({"p", "pre", "td", "div"})
-_BTE_OPTIONS = BteOptions()
-_BTE_LOOKAHEAD = 8
-_COUNT_TAGS = etree.XPath("count(.//*)")
-_COUNT_LINKS = etree.XPath("count(.//a | .//button)")  # CETD's link tags
+# Element names by what they mark (bits of one per-element integer).
+_NAV, _FORM, _LIST, _TABLE, _ARTICLE, _LINK, _LINK_TAG = 1, 2, 4, 8, 16, 32, 64
+_CJK_FIRST = "\u3040"  # below it, no script that BTE counts by the character
+_NAME_BITS: dict[str, int] = {
+    **dict.fromkeys(NAVIGATION, _NAV), "form": _FORM,
+    **dict.fromkeys(LISTS, _LIST), "table": _TABLE, **dict.fromkeys(ARTICLE, _ARTICLE),
+    "a": _LINK | _LINK_TAG, "button": _LINK_TAG,  # CETD's link tags: a and button
+}
+_NAME_BITS["menu"] = _NAV | _LIST
 
 
 @functools.cache
@@ -122,186 +145,192 @@ def page_stoplist(tokens: Sequence[str]) -> frozenset[str]:
     """The stoplist that covers most of the page's words (jusText's language guess,
     without asking the caller for the language); empty when no stopword occurs."""
     languages = _languages_of()
-    votes: Counter[int] = Counter()
-    for word, count in Counter(tokens).items():
-        for language in languages.get(word, ()):
-            votes[language] += count
-    if not votes:
+    counts = Counter(tokens)
+    found = list(counts.keys() & languages.keys())  # the page's stopwords, found in C
+    if not found:
         return frozenset()
-    best = min(votes, key=lambda language: (-votes[language], language))
-    return stoplists()[best][1]
+    ids = [languages[word] for word in found]
+    weights = np.repeat(np.fromiter(map(counts.__getitem__, found), np.float64, len(found)),
+                        np.fromiter(map(len, ids), np.int64, len(ids)))
+    votes = np.bincount(np.fromiter(itertools.chain.from_iterable(ids), np.int64),
+                        weights=weights, minlength=len(stoplists()))
+    return stoplists()[int(np.argmax(votes))][1]  # on a tie, the first by name
+
+
+
+
+@dataclass(frozen=True, slots=True)
+class FusionBlock:
+    """A text block: its text (whitespace normalised), its container (an element of the
+    page's FlatPage) and the container's XPath."""
+
+    text: str
+    container: int
+    path: str | None
 
 
 @dataclass(frozen=True)
 class PageFeatures:
     """A page's blocks, their tokens and their feature matrix (one row per block)."""
 
-    blocks: list[TextBlock]
+    blocks: list[FusionBlock]
     tokens: list[list[str]]
     matrix: Matrix
 
 
-def _ancestry(element: etree._Element, memo: dict[etree._Element, tuple[int, ...]]
-              ) -> tuple[int, ...]:
-    """(depth, in_navigation, in_form, in_list, in_table, in_article, negative, positive)
-    of an element, itself included, memoised up the tree."""
-    chain: list[etree._Element] = []
-    node: etree._Element | None = element
-    while node is not None and node not in memo:
-        chain.append(node)
-        node = node.getparent()
-    flags = memo[node] if node is not None else (-1, 0, 0, 0, 0, 0, 0, 0)
-    for item in reversed(chain):
-        name = tag_name(item)
-        attrs = f"{item.get('class') or ''} {item.get('id') or ''}".lower()
-        flags = (flags[0] + 1,
-                 flags[1] | (name in NAVIGATION),
-                 flags[2] | (name == "form"),
-                 flags[3] | (name in LISTS),
-                 flags[4] | (name == "table"),
-                 flags[5] | (name in ARTICLE),
-                 flags[6] | bool(attrs.strip() and NEGATIVE.search(attrs)),
-                 flags[7] | bool(attrs.strip() and POSITIVE.search(attrs)))
-        memo[item] = flags
-    return flags
+def _covered(starts: Ints, last: Ints) -> Flags:
+    """Per element: whether it lies in the subtree of one of the elements `starts`,
+    itself included (a difference array over the subtrees' index ranges)."""
+    n = len(last)
+    steps = (np.bincount(starts, minlength=n + 1)[:n + 1]
+             - np.bincount(last[starts] + 1, minlength=n + 1)[:n + 1])
+    covered: Flags = np.cumsum(steps[:n]) > 0
+    return covered
 
 
-def _bte_shares(root: etree._Element, blocks: Sequence[TextBlock]) -> list[float]:
-    """Share of each block's words inside BTE's window. BTE cuts blocks as text_blocks
-    does; they are matched in order by text, so a block BTE lacks gets 0."""
-    gains, bte_blocks = tokenize_page(flatten_tree(root), _BTE_OPTIONS)
-    first, last, _ = best_window(gains)
-    shares = [0.0] * len(blocks)
-    j = 0
-    for block in bte_blocks:
-        text = block.text
-        k = j  # the next block, or one a few further on: never a scan of the whole page
-        while k < min(j + _BTE_LOOKAHEAD, len(blocks)) and blocks[k].text != text:
-            k += 1
-        if k == min(j + _BTE_LOOKAHEAD, len(blocks)):
-            continue
-        total = sum(words for _, words in block.runs)
-        inside = sum(words for run, words in block.runs if first <= run <= last)
-        shares[k] = inside / total if total else 0.0
-        j = k + 1
-    return shares
+def _below(values: npt.NDArray[Any], last: Ints) -> Matrix:
+    """Per element: the sum of `values` over its subtree, itself included."""
+    cumulative = np.concatenate([[0.0], np.cumsum(values)])
+    summed: Matrix = cumulative[last + 1] - cumulative[:len(last)]
+    return summed
 
 
-def _subtree_chars(blocks: Sequence[TextBlock],
-                   ancestry: dict[etree._Element, tuple[int, ...]]
-                   ) -> dict[etree._Element, list[float]]:
-    """Characters and link characters of the blocks under each element of `ancestry`
-    (every container and its ancestors, with their depth first), summed up the tree."""
-    chars: dict[etree._Element, list[float]] = {}  # element -> [chars, link chars]
-    for block in blocks:
-        figures = chars.setdefault(block.element, [0.0, 0.0])
-        figures[0] += len(block.text)
-        figures[1] += block.link_chars
-    # Deepest first, each element hands its subtree's figures to its parent: linear.
-    for element in sorted(ancestry, key=lambda e: -ancestry[e][0]):
-        figures = chars.setdefault(element, [0.0, 0.0])
-        parent = element.getparent()
-        if parent is not None:
-            above = chars.setdefault(parent, [0.0, 0.0])
-            above[0] += figures[0]
-            above[1] += figures[1]
-    return chars
+def _attribute_hints(marks: dict[int, tuple[str, str]], wanted: Sequence[bool]
+                     ) -> tuple[Flags, Flags, Matrix]:
+    """Per element: whether its class or id matches readability's negative or positive
+    pattern, and readability's class weight (+25 per positive, -25 per negative
+    attribute), for the `wanted` elements (others: no hint). One regex scan over the
+    distinct attribute values joined, not one per element."""
+    n = len(wanted)
+    negative, positive = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    weight = np.zeros(n)
+    marked = [(element, pair) for element, pair in marks.items() if wanted[element]]
+    if not marked:
+        return negative, positive, weight
+    elements = np.array([element for element, _ in marked], dtype=np.int64)
+    values = [value for _, pair in marked for value in pair]  # (class, id) per element
+    distinct = list(dict.fromkeys(values))  # pages repeat their classes
+    joined = "\n".join(distinct).lower()
+    if len(joined) != sum(map(len, distinct)) + len(distinct) - 1:  # lower() grew a letter
+        joined = "\n".join(value.lower() for value in distinct)
+        distinct = [value.lower() for value in distinct]
+        values = [value.lower() for value in values]
+    starts = np.cumsum([0, *(len(value) + 1 for value in distinct)])[:-1]
+    position = {value: i for i, value in enumerate(distinct)}
+    which = np.fromiter(map(position.__getitem__, values), dtype=np.int64, count=len(values))
+    hits = []
+    for pattern in (NEGATIVE, POSITIVE):
+        at = [match.start() for match in pattern.finditer(joined)]
+        hit = np.zeros(len(distinct), dtype=bool)
+        hit[np.searchsorted(starts, at, side="right") - 1] = True
+        hits.append(hit[which].reshape(-1, 2))
+    negative[elements] = hits[0].any(axis=1)
+    positive[elements] = hits[1].any(axis=1)
+    weight[elements] = 25.0 * (hits[1].sum(axis=1) - hits[0].sum(axis=1))
+    return negative, positive, weight
 
 
-def _readability(blocks: Sequence[TextBlock], chars: dict[etree._Element, list[float]]
-                 ) -> Matrix:
+def _link_chars(page: FlatPage, firsts: Ints, ends: Ints, chars: Matrix, in_link: Flags
+                ) -> Matrix:
+    """Characters of each block's text inside a link (each text piece whitespace
+    normalised, as shared.html.text_blocks counts them): a block of one text (four in
+    five) is all link or none; only blocks of several texts with a link are summed."""
+    linked = in_link[np.array(page.holders, dtype=np.int64)]  # per text
+    counts: Matrix = np.where(ends - firsts == 1, chars * linked[firsts], 0.0)
+    running = np.concatenate([[0], np.cumsum(linked)])
+    pieces, holders = page.texts, page.holders
+    for i in np.flatnonzero((ends - firsts > 1) & (running[ends] > running[firsts])).tolist():
+        counts[i] = min(chars[i], sum(len(" ".join(pieces[k].split()))
+                                      for k in range(firsts[i], ends[i]) if in_link[holders[k]]))
+    return counts
+
+
+def _text_words(texts: Sequence[str]) -> Matrix:
+    """BTE's words of each text (services/bte: whitespace-separated, CJK characters one
+    by one); split in C, and only texts with characters from the CJK blocks up counted
+    one by one."""
+    words = np.fromiter(map(len, map(str.split, texts)), np.float64, len(texts))
+    for k, text in enumerate(texts):
+        if not text.isascii() and max(text) >= _CJK_FIRST:
+            words[k] = count_words(text)
+    return words
+
+
+def _bte_shares(page: FlatPage, firsts: Ints, block_ends: Ints) -> Matrix:
+    """Share of each block's words inside BTE's window (services/bte, default options:
+    every start and end tag a token, void elements one, invisible ones one or two).
+
+    The window i..j of texts maximises the words inside minus the tags between texts i
+    and j; with W the running words and T the tags before each text, that is the
+    largest (W_j - T_j) - (W_{i-1} - T_i) over i <= j: a running minimum (numpy),
+    not Kadane's loop."""
+    names = page.names
+    invisible = np.fromiter(map(INVISIBLE.__contains__, names), dtype=bool, count=len(names))
+    void = np.fromiter(map(VOID.__contains__, names), dtype=bool, count=len(names))
+    start_tags = np.concatenate([[0], np.cumsum(1 + (invisible & ~void))])
+    end_tags = np.concatenate([[0], np.cumsum((~invisible & ~void)[page.closed])])
+    words = _text_words(page.texts)
+    shares = np.zeros(len(firsts))
+    if not words.any():
+        return shares
+    tags = (start_tags[np.array(page.opened, dtype=np.int64)]
+            + end_tags[np.array(page.closes, dtype=np.int64)]).astype(np.float64)
+    has = np.flatnonzero(words)  # texts with words, in order
+    w, t = words[has], tags[has]
+    running = np.cumsum(w)
+    ends = running - t  # W_j - T_j
+    starts = running - w - t  # W_{i-1} - T_i
+    lowest = np.minimum.accumulate(starts)
+    last = int(np.argmax(ends - lowest))
+    first = int(np.argmin(starts[:last + 1]))
+    inside = np.zeros(len(words))
+    inside[has[first:last + 1]] = 1.0
+    all_words = np.concatenate([[0.0], np.cumsum(words)])
+    inside_words = np.concatenate([[0.0], np.cumsum(words * inside)])
+    total = np.maximum(all_words[block_ends] - all_words[firsts], 1.0)
+    inside_blocks: Matrix = (inside_words[block_ends] - inside_words[firsts]) / total
+    return inside_blocks
+
+
+def _readability(names: Sequence[str], parents: Ints, last: Ints, containers: Ints,
+                 texts: Sequence[str], weight: Matrix, chars_below: Matrix,
+                 links_below: Matrix) -> Matrix:
     """readability's (Arc90) candidate scores seen from each block: the score of its
     container's parent (the candidate its paragraph feeds) over the page's best, whether
     it lies in the article readability would keep, and the page's best score (log1p)."""
-    scores: dict[etree._Element, float] = {}
-
-    def add(element: etree._Element, value: float) -> None:
-        if element not in scores:
-            attrs = (element.get("class") or "", element.get("id") or "")
-            weight = sum(25.0 * (bool(POSITIVE.search(a.lower())) -
-                                 bool(NEGATIVE.search(a.lower()))) for a in attrs if a)
-            scores[element] = weight + READABILITY_TAG_SCORE.get(tag_name(element), 0.0)
-        scores[element] += value
-
-    for block in blocks:
-        text = block.text
-        if tag_name(block.element) not in READABILITY_PARAGRAPHS or len(text) < 25:
-            continue
-        parent = block.element.getparent()
-        if parent is None:
-            continue
-        value = 2.0 + text.count(",") + min(len(text) / 100, 3.0)
-        add(parent, value)
-        grand = parent.getparent()
-        if grand is not None:
-            add(grand, value / 2)
-    rows = np.zeros((len(blocks), len(READABILITY)))
-    if not scores:
+    rows = np.zeros((len(containers), len(READABILITY)))
+    paragraphs = [i for i, (c, text) in enumerate(zip(containers.tolist(), texts, strict=True))
+                  if len(text) >= 25 and names[c] in READABILITY_PARAGRAPHS and c > 0]
+    if not paragraphs:
         return rows
-    final = {e: s * (1.0 - chars[e][1] / max(chars[e][0], 1.0)) if e in chars else s
-             for e, s in scores.items()}
-    top = max(final, key=lambda e: final[e])
-    best = final[top]
-    parent_of_top = top.getparent()
+    values = np.array([2.0 + texts[i].count(",") + min(len(texts[i]) / 100, 3.0)
+                       for i in paragraphs])
+    n = len(names)
+    up = parents[containers[paragraphs]]
+    grand = parents[up]
+    has_grand = grand >= 0
+    score = (np.bincount(up, weights=values, minlength=n)
+             + np.bincount(grand[has_grand], weights=values[has_grand] / 2, minlength=n))
+    candidates = np.unique(np.concatenate([up, grand[has_grand]]))
+    initial = weight[candidates] + np.array([READABILITY_TAG_SCORE.get(names[c], 0.0)
+                                             for c in candidates.tolist()])
+    final = np.full(n, -math.inf)
+    final[candidates] = ((initial + score[candidates])
+                         * (1.0 - links_below[candidates] / np.maximum(chars_below[candidates], 1)))
+    top = int(candidates[np.argmax(final[candidates])])
+    best = float(final[top])
     threshold = max(10.0, 0.2 * best)
-    siblings = list(parent_of_top) if parent_of_top is not None else []
-    article = {top} | {e for e in siblings if final.get(e, -math.inf) >= threshold}
-    inside: dict[etree._Element, bool] = {}
-
-    def in_article(element: etree._Element) -> bool:
-        chain = []
-        node: etree._Element | None = element
-        while node is not None and node not in inside and node not in article:
-            chain.append(node)
-            node = node.getparent()
-        answer = node is not None and (node in article or inside[node])
-        for item in chain:
-            inside[item] = answer
-        return answer
-
-    scale = max(best, 1.0)
-    for i, block in enumerate(blocks):
-        parent = block.element.getparent()
-        own = final.get(parent, 0.0) if parent is not None else 0.0
-        rows[i] = (min(max(own / scale, -1.0), 1.0), float(in_article(block.element)),
-                   math.log1p(max(best, 0.0)))
-    return rows
-
-
-def _densities(root: etree._Element, blocks: Sequence[TextBlock],
-               chars: dict[etree._Element, list[float]]) -> Matrix:
-    """CETD's figures of each block's container, parent and grandparent, computed from
-    the blocks (`chars`: characters and link characters summed up the tree) and XPath
-    counts of the tags below the few elements that need them, instead of a second walk."""
-    densities: dict[etree._Element, float] = {}
-
-    def ctd(element: etree._Element) -> float:
-        value = densities.get(element)
-        if value is None:
-            c, lc = chars[element]
-            value = densities[element] = composite_text_density(
-                int(c), int(_COUNT_TAGS(element)), int(lc), int(_COUNT_LINKS(element)),
-                body_ratio)
-        return value
-
-    body = root.find("body")
-    body = body if body is not None and body in chars else root
-    body_chars, body_links = chars.get(body, [0.0, 0.0])
-    body_ratio = body_links / body_chars if body_chars else 0.0
-    body_ctd = max(ctd(body), 1e-6) if body in chars else 1e-6
-    rows = np.zeros((len(blocks), len(DENSITY)))
-    for i, block in enumerate(blocks):
-        node = block.element
-        parent = node.getparent()
-        parent = node if parent is None else parent
-        grand = parent.getparent()
-        grand = parent if grand is None else grand
-        own, up, top = ctd(node), ctd(parent), ctd(grand)
-        rows[i] = (math.log1p(own), math.log1p(up), math.log1p(top),
-                   math.log1p(own / body_ctd),
-                   chars[parent][0] / max(body_chars, 1.0), chars[grand][0] / max(body_chars, 1.0),
-                   chars[parent][1] / max(chars[parent][0], 1.0),
-                   chars[grand][1] / max(chars[grand][0], 1.0))
+    article = [top]
+    if parents[top] >= 0:
+        article += candidates[(parents[candidates] == parents[top])
+                              & (final[candidates] >= threshold)].tolist()
+    inside = _covered(np.array(article, dtype=np.int64), last)
+    own = parents[containers]
+    scored = np.where(own >= 0, final[own], -math.inf)
+    scored = np.where(np.isfinite(scored), scored, 0.0)
+    rows[:, 0] = np.clip(scored / max(best, 1.0), -1.0, 1.0)
+    rows[:, 1] = inside[containers]
+    rows[:, 2] = math.log1p(max(best, 0.0))
     return rows
 
 
@@ -326,71 +355,131 @@ def _window_sum(values: Matrix, half: int) -> Matrix:
 
 
 def page_features(html: str) -> PageFeatures:
-    """Parse once and compute every block's features (see the module docstring)."""
-    return features_of(parse_html(html))
-
-
-def features_of(root: etree._Element) -> PageFeatures:
-    blocks = text_blocks(root)
-    tokens = [tokenize(block.text) for block in blocks]
-    n = len(blocks)
+    """Parse and flatten once and compute every block's features (module docstring)."""
+    page = flatten_html(html, attributes=True)
+    all_texts, _ = page.block_texts()
+    chosen = [i for i, text in enumerate(all_texts) if text]
+    flat = [page.blocks[i] for i in chosen]
+    texts = [all_texts[i] for i in chosen]
+    tokens = [tokenize(text) for text in texts]
+    n = len(flat)
     if n == 0:
-        return PageFeatures(blocks, tokens, np.zeros((0, len(FEATURES))))
-    stop = page_stoplist([t for block_tokens in tokens for t in block_tokens])
+        return PageFeatures([], tokens, np.zeros((0, len(FEATURES))))
+    blocks = [FusionBlock(text, block.container, page.path(block.container))
+              for block, text in zip(flat, texts, strict=True)]
+    names = page.names
+    containers = np.array([block.container for block in flat], dtype=np.int64)
+    container_list = containers.tolist()
+    stop = page_stoplist(list(itertools.chain.from_iterable(tokens)))
+
+    # Elements: what each is, its subtree (index..last), its ancestors' marks.
+    m = len(names)
+    index = np.arange(m)
+    last = np.array(page.last, dtype=np.int64)
+    parents = np.array(page.parents, dtype=np.int64)
+    bits = np.fromiter(map(_NAME_BITS.get, names, itertools.repeat(0)), dtype=np.int64,
+                       count=m)
+    # Only the containers and their ancestors need class/id hints.
+    holding = np.concatenate([[0], np.cumsum(np.bincount(containers, minlength=m))])
+    negative, positive, weight = _attribute_hints(
+        page.marks, (holding[last + 1] > holding[index]).tolist())
+    in_link = _covered(np.flatnonzero(bits & _LINK), last)
+    steps = np.bincount(index + 1, minlength=m + 1)[:m] - np.bincount(last + 1, minlength=m + 1)[:m]
+    depth = np.cumsum(steps)  # ancestors of each element
+    ancestry = np.column_stack([depth[containers]] + [
+        _covered(np.flatnonzero(mask), last)[containers]
+        for mask in (bits & _NAV, bits & _FORM, bits & _LIST, bits & _TABLE, bits & _ARTICLE,
+                     negative, positive)]).astype(np.float64)
 
     # Text figures.
     words = np.array([len(t) for t in tokens], dtype=np.float64)
-    chars = np.array([len(b.text) for b in blocks], dtype=np.float64)
-    link = np.array([b.link_chars for b in blocks], dtype=np.float64)
-    stopwords = np.array([sum(w in stop for w in t) for t in tokens], dtype=np.float64)
-    punctuation = np.array([len(_PUNCTUATION.findall(b.text)) for b in blocks],
-                           dtype=np.float64)
-    digits = np.array([len(_DIGIT.findall(b.text)) for b in blocks], dtype=np.float64)
+    chars = np.array([len(text) for text in texts], dtype=np.float64)
+    firsts = np.array([block.first for block in flat], dtype=np.int64)
+    ends = np.array([block.end for block in flat], dtype=np.int64)
+    link = _link_chars(page, firsts, ends, chars, in_link)
+    stopwords = np.array([sum(map(stop.__contains__, t)) for t in tokens], dtype=np.float64)
+    punctuation = np.array([len(_PUNCTUATION.findall(text)) for text in texts], dtype=np.float64)
+    digits = np.array([len(_DIGIT.findall(text)) for text in texts], dtype=np.float64)
     some_words = np.maximum(words, 1.0)
     own = np.column_stack([
         np.log1p(words), np.log1p(chars), link / chars, stopwords / some_words,
         np.minimum(punctuation / some_words, 2.0),
-        [float(b.text[-1] in _SENTENCE_END) for b in blocks],
+        [float(text[-1] in _SENTENCE_END) for text in texts],
         digits / chars, chars / some_words,
     ])
-
-    # Markup.
-    memo: dict[etree._Element, tuple[int, ...]] = {}
     groups = np.zeros((n, N_GROUPS))
-    ancestry = np.zeros((n, 8))
-    for i, block in enumerate(blocks):
-        groups[i, TAG_GROUPS.get(tag_name(block.element), N_GROUPS - 1)] = 1.0
-        ancestry[i] = _ancestry(block.element, memo)
+    groups[np.arange(n), [TAG_GROUPS.get(names[c], N_GROUPS - 1) for c in container_list]] = 1.0
 
-    # Density (CETD's Composite Text Density of the container, its parent, grandparent).
-    chars_below = _subtree_chars(blocks, memo)
-    density = _densities(root, blocks, chars_below)
-    readability = _readability(blocks, chars_below)
+    # Density: CETD's Composite Text Density of the container, its parent, grandparent.
+    chars_below = _below(np.bincount(containers, weights=chars, minlength=m), last)
+    links_below = _below(np.bincount(containers, weights=link, minlength=m), last)
+    link_tags = (bits & _LINK_TAG > 0).astype(np.float64)
+    body = names.index("body") if "body" in names else 0
+    body_chars, body_links = float(chars_below[body]), float(links_below[body])
+    body_ratio = body_links / body_chars if body_chars else 0.0
+    ctd = composite_text_densities(  # characters and counts: whole numbers
+        chars_below.astype(np.int64), last - index, links_below.astype(np.int64),
+        (_below(link_tags, last) - link_tags).astype(np.int64), body_ratio)
+    up = np.where(parents < 0, index, parents)
+    parent, grand = up[containers], up[up[containers]]
+    some_body = max(body_chars, 1.0)
+    density = np.column_stack([
+        np.log1p(ctd[containers]), np.log1p(ctd[parent]), np.log1p(ctd[grand]),
+        np.log1p(ctd[containers] / max(float(ctd[body]), 1e-6)),
+        chars_below[parent] / some_body, chars_below[grand] / some_body,
+        links_below[parent] / np.maximum(chars_below[parent], 1.0),
+        links_below[grand] / np.maximum(chars_below[grand], 1.0),
+    ])
+    readability = _readability(names, parents, last, containers, texts, weight, chars_below,
+                               links_below)
 
     # Layout: BTE's window, position, the longest block's parent and grandparent.
-    longest = blocks[int(words.argmax())].element
-    longest_parent = longest.getparent()
-    longest_grand = longest_parent.getparent() if longest_parent is not None else None
-    parents = [b.element.getparent() for b in blocks]
+    longest = int(words.argmax())
+    longest_parent = int(parents[containers[longest]])
+    longest_grand = int(parents[longest_parent]) if longest_parent >= 0 else -1
+    block_parents = parents[containers]
+    block_grands = np.where(block_parents >= 0, parents[block_parents], -1)
     total_words = float(words.sum())
     before = np.concatenate([[0.0], np.cumsum(words)[:-1]])
     layout = np.column_stack([
-        _bte_shares(root, blocks),
+        _bte_shares(page, firsts, ends),
         np.arange(n) / max(n - 1, 1),
         before / max(total_words, 1.0),
         words / max(float(words.max()), 1.0),
-        [float(p is not None and p is longest_parent) for p in parents],
-        [float(p is not None and longest_grand is not None
-               and (p is longest_grand or p.getparent() is longest_grand)) for p in parents],
+        (block_parents >= 0) & (block_parents == longest_parent),
+        (block_parents >= 0) & (longest_grand >= 0)
+        & ((block_parents == longest_grand) | (block_grands == longest_grand)),
     ])
-    page = np.tile([math.log1p(total_words), math.log1p(n),
-                    float(link.sum() / max(chars.sum(), 1.0))], (n, 1))
+    page_figures = np.tile([math.log1p(total_words), math.log1p(n),
+                            float(link.sum() / max(chars.sum(), 1.0))], (n, 1))
 
     # Context: the neighbours' text figures and a five-block window.
     context = own[:, [OWN.index(name) for name in CONTEXT]]
     window_words = _window_sum(words, 2)
     window_link = _window_sum(link / chars * words, 2) / np.maximum(window_words, 1.0)
-    matrix = np.hstack([own, groups, ancestry, density, readability, layout, page,
+
+    # Structure: headings nearby, a wider window, blocks of the same markup and parent.
+    heading = groups[:, TAG_GROUPS["h1"]]
+    since = np.arange(n) - np.maximum.accumulate(np.where(heading > 0, np.arange(n), -1))
+    since = np.where(since > np.arange(n), n, since)  # no heading before: as far as can be
+    wide_words = _window_sum(words, 10)
+    marks = page.marks
+    signatures = [(names[c], marks.get(c, ("", ""))[0], names[p], marks.get(p, ("", ""))[0])
+                  for c, p in zip(container_list, block_parents.tolist(), strict=True)]
+    same = Counter(signatures)
+    same_words: Counter[tuple[str, str, str, str]] = Counter()
+    for signature, count in zip(signatures, words.tolist(), strict=True):
+        same_words[signature] += count
+    siblings = np.bincount(block_parents + 1)[block_parents + 1]
+    structure = np.column_stack([
+        _shift(heading, 1), _shift(heading, -1), np.log1p(since),
+        _window_sum(link / chars * words, 10) / np.maximum(wide_words, 1.0),
+        np.log1p(wide_words),
+        [same[s] / n for s in signatures],
+        [same_words[s] / max(total_words, 1.0) for s in signatures],
+        np.log1p(siblings), (np.arange(n) - longest) / n,
+    ])
+    matrix = np.hstack([own, groups, ancestry, density, readability, layout, page_figures,
                         _shift(context, 1), _shift(context, -1),
-                        window_link[:, None], np.log1p(window_words)[:, None]])
+                        window_link[:, None], np.log1p(window_words)[:, None], structure])
     return PageFeatures(blocks, tokens, matrix)

@@ -33,15 +33,17 @@ from shared.training import (
 
 CUTS = (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 KERNELS: tuple[tuple[float, ...], ...] = ((1.0,), (0.25, 0.5, 0.25))
-# Shallow, strongly regularised trees: deeper or larger ones (up to 31 leaves, depth 8)
-# and randomised split points scored lower leave-one-dataset-out, i.e. they learn more
-# of the training datasets' sites and less of what carries over to others.
+# Shallow, strongly regularised trees that see few features each: deeper or larger ones
+# (depth 4-8, up to 31 leaves), ones with smaller leaves or more features per tree, and
+# randomised split points scored lower leave-one-dataset-out, i.e. they learn more of
+# the training datasets' sites and less of what carries over to others. Depth 2 was
+# too little.
 CANDIDATES: dict[str, TreeParams] = {
-    "depth4-200": TreeParams(trees=200, leaves=12, max_depth=4, learning_rate=0.05,
-                             min_child_samples=100, l2=1.0, feature_fraction=0.5,
+    "depth3-300": TreeParams(trees=300, leaves=8, max_depth=3, learning_rate=0.05,
+                             min_child_samples=300, l2=5.0, feature_fraction=0.3,
                              bagging_fraction=0.7),
-    "depth4-100": TreeParams(trees=100, leaves=8, max_depth=4, learning_rate=0.1,
-                             min_child_samples=100, l2=1.0, feature_fraction=0.7,
+    "depth3-200": TreeParams(trees=200, leaves=8, max_depth=3, learning_rate=0.08,
+                             min_child_samples=300, l2=5.0, feature_fraction=0.3,
                              bagging_fraction=0.7),
 }
 CHECK_ROWS = 16  # feature rows whose probabilities are recorded
