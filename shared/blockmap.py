@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shared.alignment import aligned_mask
-from shared.contract import Block
-from shared.html import TextBlock
+from shared.contract import Block, Extraction
+from shared.html import TextBlock, parse_html, text_blocks
 from shared.tokens import tokenize
 
 CONTENT_SHARE = 0.5
@@ -48,3 +48,9 @@ def label_blocks(blocks: Sequence[TextBlock], reference_text: str,
         Block(text=b.text, is_content=s > share, score=round(s, 4), path=b.path)
         for b, s in zip(blocks, support, strict=True)
     ]
+
+
+def text_extraction(html: str, text: str) -> Extraction:
+    """A peer library's output text as an extraction: the text as it is, and the page's
+    own text blocks marked content where they support it (label_blocks)."""
+    return Extraction(label_blocks(text_blocks(parse_html(html)), text), text=text)

@@ -168,7 +168,7 @@ ALGORITHM = Algorithm(
     score="The combiner's probability that the block is content, smoothed over neighbouring "
     "blocks with the model's kernel.",
     score_range=(0.0, 1.0),
-    path_tree="libxml2",
+    path_tree="html5",
     warm_up=_warm_up,
     details=_details,
 )

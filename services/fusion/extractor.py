@@ -66,6 +66,6 @@ ALGORITHM = Algorithm(
     score="The probability that the block is content (gradient-boosted trees), smoothed over "
     "neighbouring blocks with the model's kernel unless option smooth is off.",
     score_range=(0.0, 1.0),
-    path_tree="libxml2",
+    path_tree="html5",
     warm_up=_warm_up,
 )

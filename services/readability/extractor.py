@@ -18,9 +18,9 @@ from importlib.metadata import version
 from pydantic import Field
 from readability import Document
 
-from shared.blockmap import SUPPORT_SCORE, label_blocks
+from shared.blockmap import SUPPORT_SCORE, text_extraction
 from shared.contract import Algorithm, Extraction, Options
-from shared.html import clean_text, parse_html, text_blocks, visible_text
+from shared.html import clean_text, parse_html, visible_text
 
 logging.getLogger("readability").setLevel(logging.CRITICAL)
 
@@ -60,7 +60,7 @@ def run_readability(html: str, options: ReadabilityOptions, url: str | None) -> 
 
 def extract(html: str, options: ReadabilityOptions, url: str | None = None) -> Extraction:
     text = run_readability(html, options, url)
-    return Extraction(label_blocks(text_blocks(parse_html(html)), text), text=text)
+    return text_extraction(html, text)
 
 
 ALGORITHM = Algorithm(

@@ -17,9 +17,9 @@ from importlib.metadata import version
 from pydantic import Field
 from resiliparse.extract.html2text import extract_plain_text
 
-from shared.blockmap import SUPPORT_SCORE, label_blocks
+from shared.blockmap import SUPPORT_SCORE, text_extraction
 from shared.contract import Algorithm, Extraction, Options
-from shared.html import clean_text, parse_html, text_blocks
+from shared.html import clean_text
 
 
 class ResiliparseOptions(Options):
@@ -53,7 +53,7 @@ def run_resiliparse(html: str, options: ResiliparseOptions) -> str:
 
 def extract(html: str, options: ResiliparseOptions, url: str | None = None) -> Extraction:
     text = run_resiliparse(html, options)
-    return Extraction(label_blocks(text_blocks(parse_html(html)), text), text=text)
+    return text_extraction(html, text)
 
 
 ALGORITHM = Algorithm(
