@@ -58,15 +58,15 @@ _NESTING_TAG = re.compile(
 )
 # Pages with fewer tags than this cannot nest deeply enough to be slow in lexbor.
 _FEW_TAGS = 8000
-# Nor can fewer than this be slow at all: 2,000 options or nested <div>s cost lexbor at
-# most some 50 ms (measured 5,000 options: 0.3 s; 2,000 nested <div>s: 7 ms).
+# Nor can fewer than this be slow at all: lexbor's time grows with the square of a
+# select's options or of the nesting depth, which stays small below this many tags.
 _HARMLESS_TAGS = 2000
 _MAX_LEXBOR_DEPTH = 1000
 # lexbor's tag ids (lexbor/tag/const.h): 2 text, 3 document, 4 comment, 5 doctype;
 # elements come after.
 _LEXBOR_TEXT = 2
 _LEXBOR_DOCTYPE = 5
-_MAX_LEXBOR_OPTIONS = 1000  # a <select> of 5,000 options takes lexbor 0.3 s, 20,000 2.5 s
+_MAX_LEXBOR_OPTIONS = 1000  # lexbor's time grows with the square of a select's options
 MAX_PATH_DEPTH = 256
 # The one event for all text of ASCII whitespace only (two thirds of a page's text
 # nodes are indentation): consumers test `event is SPACE` instead of splitting it.
