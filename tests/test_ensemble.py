@@ -204,7 +204,10 @@ def test_members_over_http_work_at_the_same_time_within_one_time_limit() -> None
     """Two members each taking 0.6 s answer within a 1 s limit only when both were asked
     before either answered; a member past the limit is missing, and its next answer in
     time counts again (its broken connection replaced)."""
-    slow = type("Slow", (_Member,), {"delay": 0.6})
+    class Slow(_Member):
+        delay = 0.6
+
+    slow = Slow
     with _members(slow, slow) as urls:
         members = HttpMembers({"a": urls[0], "b": urls[1]}, time_limit_s=1.0)
         answers = members.send(["a", "b"], "alpha beta", None).collect()
@@ -219,8 +222,10 @@ def test_members_over_http_work_at_the_same_time_within_one_time_limit() -> None
 
 
 def test_members_over_http_survive_closed_keep_alive_connections() -> None:
-    hangs_up = type("HangsUp", (_Member,), {"hang_up": True})
-    with _members(hangs_up) as urls:
+    class HangsUp(_Member):
+        hang_up = True
+
+    with _members(HangsUp) as urls:
         members = HttpMembers({"a": urls[0]}, time_limit_s=5.0)
         for text in ("one", "two", "three"):
             assert members.send(["a"], text, None).collect()["a"].text == text
