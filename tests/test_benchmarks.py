@@ -142,6 +142,29 @@ def test_paired_floor_is_preferred() -> None:
     assert bte["x_lxml"] == 3.0  # 6 / 2, not 6 / 9
 
 
+def test_ensemble_ratio_uses_its_members_asked_beside_it() -> None:
+    """The ensemble's rows carry its members' times, asked directly just before each
+    ensemble request: its ratio to the slowest member uses their medians (same load),
+    not the members' own runs."""
+    pages = [(20.0, {"readability": 16.0, "trafilatura": 9.0}),
+             (26.0, {"readability": 20.0, "trafilatura": 30.0}),
+             (30.0, {"readability": 24.0, "trafilatura": 12.0})]
+    http = {"ensemble": {"pages": [{"dataset": "d", "id": str(i), "ms": ms, "server_ms": ms,
+                                    "members_ms": members, "error": None}
+                                   for i, (ms, members) in enumerate(pages)]},
+            "readability": {"pages": [{"dataset": "d", "id": "0", "ms": 5.0, "server_ms": 5.0,
+                                       "error": None}]}}
+    in_process = {name: {"pages": [{"dataset": "d", "id": "0", "ms": 1.0, "cpu_ms": 1.0,
+                                    "error": None}]} for name in http}
+    summary = speed.build_summary(in_process, http, ["d"])
+    assert summary["d"]["ensemble"]["http"]["paired_members_median_ms"] == {
+        "readability": 20.0, "trafilatura": 12.0}
+    [check] = [c for c in speed.check_targets(summary, ["d"], ["ensemble"])
+               if "slowest" in c["rule"]]
+    assert check["figure"] == "26.0 ms vs 20.0 ms (1.30x)"
+    assert check["ok"] is True
+
+
 def test_throughput_rounds_cover_every_page_once_per_mode(scrapinghub: Path,
                                                             tmp_path: Path) -> None:
     """--rounds splits the pages into parts that every mode runs in turn: together

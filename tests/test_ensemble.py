@@ -4,6 +4,11 @@ going down one by one (real processes), and the model file replaying its trainin
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from statistics import fmean
 
@@ -23,7 +28,7 @@ from services.ensemble.features import (
     member_figures,
     page_matrix,
 )
-from services.ensemble.members import MemberAnswer
+from services.ensemble.members import HttpMembers, MemberAnswer
 from services.ensemble.model import default_model
 from services.fusion.features import FEATURES as FUSION_FEATURES
 from services.fusion.features import page_features
@@ -155,3 +160,76 @@ def test_over_http_members_going_down_are_missing_features(scrapinghub: Path) ->
                        and r.details["members_answered"] == [] for r in replies)
     finally:
         stack.stop()
+
+
+class _Member(BaseHTTPRequestHandler):
+    """A member service stand-in: answers /extract after `delay` seconds, and with
+    `hang_up` closes its keep-alive connection after each reply without saying so (as a
+    server does when an idle connection times out)."""
+
+    protocol_version = "HTTP/1.1"
+    delay = 0.0
+    hang_up = False
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        time.sleep(self.delay)
+        body = json.dumps({"text": request["html"], "blocks": [
+            {"text": request["html"], "is_content": True, "score": 0.75}]}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = self.hang_up
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def _members(*handlers: type[_Member]) -> Iterator[list[str]]:
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), handler) for handler in handlers]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield [f"http://127.0.0.1:{server.server_address[1]}" for server in servers]
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def test_members_over_http_work_at_the_same_time_within_one_time_limit() -> None:
+    """Two members each taking 0.6 s answer within a 1 s limit only when both were asked
+    before either answered; a member past the limit is missing, and its next answer in
+    time counts again (its broken connection replaced)."""
+    class Slow(_Member):
+        delay = 0.6
+
+    slow = Slow
+    with _members(slow, slow) as urls:
+        members = HttpMembers({"a": urls[0], "b": urls[1]}, time_limit_s=1.0)
+        answers = members.send(["a", "b"], "alpha beta", None).collect()
+        assert [answers[m].text for m in "ab"] == ["alpha beta", "alpha beta"]
+        assert answers["a"].blocks == [Block("alpha beta", True, 0.75)]
+        slow.delay = 1.5
+        late = members.send(["a"], "gamma", None).collect()["a"]
+        assert late.text is None
+        assert "timed out" in str(late.error)
+        slow.delay = 0.0
+        assert members.send(["a"], "delta", None).collect()["a"].text == "delta"
+
+
+def test_members_over_http_survive_closed_keep_alive_connections() -> None:
+    class HangsUp(_Member):
+        hang_up = True
+
+    with _members(HangsUp) as urls:
+        members = HttpMembers({"a": urls[0]}, time_limit_s=5.0)
+        for text in ("one", "two", "three"):
+            assert members.send(["a"], text, None).collect()["a"].text == text
+    down = HttpMembers({"a": urls[0]}, time_limit_s=5.0)  # the server is gone now
+    answer = down.send(["a"], "four", None).collect()["a"]
+    assert answer.text is None
+    assert answer.error

@@ -6,7 +6,8 @@ every answer is mapped onto the page's text blocks next to fusion's block measur
 trained by `boilerbench train ensemble`, leave-one-dataset-out) decide each block.
 
 Members are reached over HTTP where a URL is configured for them
-(BOILERBENCH_MEMBER_URLS, all asked at once, each within BOILERBENCH_MEMBER_TIME_LIMIT_S)
+(BOILERBENCH_MEMBER_URLS: every request written first, the page's own features computed
+while the members work, the replies read within BOILERBENCH_MEMBER_TIME_LIMIT_S)
 and run inside this process otherwise (one after the other; those not started within
 that time are left out). A member that is missing, down, slow or failing is a missing
 feature: the trees were trained with members dropped at random. The reply's `details`
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import time
-from concurrent.futures import Future
 from importlib.metadata import version
 from typing import Any
 
@@ -81,15 +81,14 @@ def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extr
     model = default_model()
     names = list(model.default_members if options.members is None else options.members)
     http = http_members()
-    pending: dict[str, Future[MemberAnswer]] = {}
-    if http is not None:
-        pending = http.submit([n for n in names if n in http.urls], html, url)
+    remote = [n for n in names if http is not None and n in http.urls]
+    pending = http.send(remote, html, url) if http is not None and remote else None
     page = page_features(html)  # while the members over HTTP work
     answers: dict[str, MemberAnswer] = {}
     budget_end = started + member_time_limit()
     huge = len(page.blocks) > MAX_BLOCKS or sum(map(len, page.tokens)) > MAX_WORDS
     for name in names:
-        if name in pending:
+        if name in remote:
             continue
         if huge:  # each member would parse it again: the time limit would run out
             answers[name] = MemberAnswer(name, None, None, error="the page is too large "
@@ -99,7 +98,8 @@ def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extr
                                          "members in this process was spent")
         else:
             answers[name] = ask_in_process(name, html, url)
-    answers.update({n: future.result() for n, future in pending.items()})
+    if pending is not None:
+        answers.update(pending.collect())
     smoothed, keep = model.decide(page_matrix(page, answers, model.members,
                                               model.fusion_columns))
     blocks = [

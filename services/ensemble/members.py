@@ -2,20 +2,24 @@
 
 A member's answer is its text and blocks (what /extract returns) or nothing: a member
 that is not installed, fails on the page, is down or answers after its time limit is a
-missing feature of the combiner, never an error of the ensemble. Over HTTP the members
-are asked at the same time (one thread each on a keep-alive connection pool), so the
-page costs the slowest member's time, not the sum of all.
+missing feature of the combiner, never an error of the ensemble. Over HTTP every
+member's request is written first, the ensemble's own features are computed while
+the members work in their own processes, and the replies are read last, so the page
+costs about the slowest member's time, not the sum of all.
 """
 
 from __future__ import annotations
 
 import functools
+import http.client
+import select
+import socket
+import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
-import httpx
 import orjson
 
 from shared.contract import Algorithm, Block
@@ -60,7 +64,7 @@ def ask_in_process(name: str, html: str, url: str | None) -> MemberAnswer:
     try:
         reply = member_algorithm(name).run(html, None, url)
     except Exception as exc:  # a failing member is a missing feature
-        return MemberAnswer(name, None, None, error=f"{type(exc).__name__}: {exc}"[:300])
+        return _failed(name, exc)
     return MemberAnswer(name, reply.text, reply.blocks,
                         cpu_ms=(time.process_time() - started) * 1000,
                         wall_ms=(time.perf_counter() - wall) * 1000)
@@ -84,30 +88,104 @@ def _blocks_of(raw: object) -> list[Block] | None:
 
 
 class HttpMembers:
-    """Members behind base URLs, asked concurrently on keep-alive connections."""
+    """Members behind base URLs, one keep-alive connection each (per thread).
+
+    `send` writes every member's request and returns at once; `collect` reads the
+    replies. The ensemble computes its own features in between, so a page costs about
+    the slowest member's time, not the sum. The requests are written by the calling
+    thread itself, not by helper threads: a helper would wait for the interpreter lock
+    while the features are computed and send its request late."""
 
     def __init__(self, urls: Mapping[str, str], time_limit_s: float,
                  token: str | None = None) -> None:
         self.urls = dict(urls)
         self.time_limit_s = time_limit_s
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        self.client = httpx.Client(
-            timeout=httpx.Timeout(time_limit_s), headers=headers,
-            limits=httpx.Limits(max_connections=4 * max(len(urls), 1),
-                                max_keepalive_connections=2 * max(len(urls), 1)))
-        self.pool = ThreadPoolExecutor(max(len(urls), 1), thread_name_prefix="member")
+        self.headers = {"content-type": "application/json",
+                        **({"authorization": f"Bearer {token}"} if token else {})}
+        self._local = threading.local()
 
-    def ask(self, name: str, body: bytes) -> MemberAnswer:
+    def _connections(self) -> dict[str, http.client.HTTPConnection]:
+        connections: dict[str, http.client.HTTPConnection] | None = getattr(
+            self._local, "connections", None)
+        if connections is None:
+            connections = self._local.connections = {}
+        return connections
+
+    def _connection(self, name: str, timeout: float) -> http.client.HTTPConnection:
+        """The member's open connection, or a new one where it has none or the member
+        closed it while idle (its socket then reads as ready: the end of the stream)."""
+        connections = self._connections()
+        conn = connections.get(name)
+        if conn is not None and (conn.sock is None or _closed_by_peer(conn.sock)):
+            conn.close()
+            conn = None
+        if conn is None:
+            parts = urlsplit(self.urls[name])
+            kind = (http.client.HTTPSConnection if parts.scheme == "https"
+                    else http.client.HTTPConnection)
+            conn = kind(parts.hostname or "localhost", parts.port, timeout=timeout)
+            connections[name] = conn
+        elif conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn
+
+    def _drop(self, name: str) -> None:
+        conn = self._connections().pop(name, None)
+        if conn is not None:
+            conn.close()
+
+    def send(self, names: Sequence[str], html: str, url: str | None) -> PendingAnswers:
+        """Write the request of every member in `names`; their time starts now."""
+        body = orjson.dumps({"html": html, "url": url, "options": {}})
+        deadline = time.perf_counter() + self.time_limit_s
+        failed: dict[str, MemberAnswer] = {}
+        sent: list[str] = []
+        for name in names:
+            try:
+                self._write(name, body, deadline)
+            except (OSError, http.client.HTTPException) as exc:
+                self._drop(name)
+                failed[name] = _failed(name, exc)
+                continue
+            sent.append(name)
+        return PendingAnswers(self, sent, failed, deadline, body)
+
+    def _write(self, name: str, body: bytes, deadline: float) -> None:
+        path = urlsplit(self.urls[name]).path.rstrip("/") + "/extract"
+        conn = self._connection(name, max(deadline - time.perf_counter(), 1e-3))
+        conn.request("POST", path, body=body, headers=self.headers)
+
+    def read(self, name: str, deadline: float, body: bytes) -> MemberAnswer:
+        """The member's reply to the request `send` wrote (`body`), waiting until
+        `deadline`. A kept-alive connection that the member closed just as the request
+        went out gets the request once more on a new one."""
+        for attempt in range(2):
+            conn = self._connections()[name]
+            try:
+                if conn.sock is not None:
+                    conn.sock.settimeout(max(deadline - time.perf_counter(), 1e-3))
+                reply = conn.getresponse()
+                content = reply.read()
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError) as exc:
+                self._drop(name)
+                if attempt:
+                    return _failed(name, exc)
+                try:
+                    self._write(name, body, deadline)
+                except (OSError, http.client.HTTPException) as again:
+                    self._drop(name)
+                    return _failed(name, again)
+            except (OSError, http.client.HTTPException) as exc:
+                self._drop(name)  # half-read or timed out: the connection is unusable
+                return _failed(name, exc)
+        if reply.will_close:
+            self._drop(name)
+        if reply.status != 200:
+            return MemberAnswer(name, None, None, error=f"HTTP {reply.status}: "
+                                f"{content[:200].decode('utf-8', 'replace')}")
         try:
-            reply = self.client.post(f"{self.urls[name]}/extract", content=body,
-                                     headers={"content-type": "application/json"})
-        except httpx.HTTPError as exc:
-            return MemberAnswer(name, None, None, error=f"{type(exc).__name__}: {exc}"[:300])
-        if reply.status_code != 200:
-            return MemberAnswer(name, None, None, error=f"HTTP {reply.status_code}: "
-                                f"{reply.text[:200]}")
-        try:
-            data = orjson.loads(reply.content)
+            data = orjson.loads(content)
         except orjson.JSONDecodeError:
             return MemberAnswer(name, None, None, error="the reply is not JSON")
         text = data.get("text") if isinstance(data, dict) else None
@@ -115,8 +193,34 @@ class HttpMembers:
             return MemberAnswer(name, None, None, error="the reply has no text")
         return MemberAnswer(name, text, _blocks_of(data.get("blocks")))
 
-    def submit(self, names: Sequence[str], html: str, url: str | None
-               ) -> dict[str, Future[MemberAnswer]]:
-        """Ask every member in `names` at once; their answers arrive as futures."""
-        body = orjson.dumps({"html": html, "url": url, "options": {}})
-        return {name: self.pool.submit(self.ask, name, body) for name in names}
+
+@dataclass(frozen=True)
+class PendingAnswers:
+    """Requests written to members (`sent`) and the members that could not be asked."""
+
+    members: HttpMembers
+    sent: Sequence[str]
+    failed: Mapping[str, MemberAnswer]
+    deadline: float
+    body: bytes
+
+    def collect(self) -> dict[str, MemberAnswer]:
+        """Every member's answer: a reply read by the deadline, or why there is none."""
+        answers = dict(self.failed)
+        for name in self.sent:
+            answers[name] = self.members.read(name, self.deadline, self.body)
+        return answers
+
+
+def _failed(name: str, exc: BaseException) -> MemberAnswer:
+    return MemberAnswer(name, None, None, error=f"{type(exc).__name__}: {exc}"[:300])
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """An idle keep-alive socket that reads as ready was closed by the other end (or
+    holds bytes nobody asked for): either way it cannot carry the next request."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
