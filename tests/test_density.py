@@ -125,11 +125,11 @@ def test_line_features_are_each_line_and_its_neighbours() -> None:
 def test_seed_example_with_corrected_arithmetic() -> None:
     y, z = np.array([0.2, 0.6, 0.7]), np.array([0.3, 0.36])
     p = 3 / 5
-    var_y, var_z = float(y.var()), float(z.var())  # the seed writes sigma for these
+    var_y, var_z = float(y.var()), float(z.var())  # the threshold paper writes sigma for these
     assert var_y == pytest.approx(0.046667, abs=1e-6)
     assert var_z == pytest.approx(0.0009)
     t_y, t_z = var_y * math.log(p), var_z * math.log(1 - p)
-    assert t_y == pytest.approx(-0.02384, abs=1e-5)  # the seed prints -0.238
+    assert t_y == pytest.approx(-0.02384, abs=1e-5)  # the paper's example prints -0.238
     assert t_z == pytest.approx(-0.000825, abs=1e-6)
     expected = brentq(weighted_gap, z.mean(), y.mean(), args=(y.mean(), var_y, z.mean(), var_z, p))
     found = optimal_threshold(float(y.mean()), var_y, float(z.mean()), var_z, p)

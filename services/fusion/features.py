@@ -1,4 +1,5 @@
-"""The features of a page's text blocks: what the seed algorithms measure, side by side.
+"""The features of a page's text blocks: what jusText, BTE, CETD and line density measure,
+side by side.
 
 One parse and one walk: shared.flatpage.flatten_html turns the page (lexbor's HTML5
 tree) into plain lists with the class and id attributes, and every figure below is
@@ -31,7 +32,8 @@ block:
 - page: total words, number of blocks, overall link density (so one model can adapt
   to pages that are mostly text or mostly links);
 - context: the same text figures for the previous and next block and a words-weighted
-  link density over the five blocks around it (density's seed looks at neighbours too);
+  link density over the five blocks around it (Champandard's line network looks at
+  neighbours too);
 - structure (what holds across sites, not what one site's markup says): whether the
   previous or next block is a heading and how many blocks back the last heading is;
   link density and words over the 21 blocks around the block; how often the page
