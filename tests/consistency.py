@@ -26,6 +26,8 @@ import yaml
 
 ALGORITHM_DOCKERFILE = "services/Dockerfile"
 ORCHESTRATOR_DOCKERFILE = "orchestrator/Dockerfile"
+# The dependency layer of both images: pyproject's core and the named groups.
+INSTALL_SCRIPT = "deploy/docker/install-dependencies"
 ALGORITHM_LABELS = ("org.boilerbench.role", "org.boilerbench.service", "org.boilerbench.port")
 # The build arguments of services/Dockerfile, all declared by the registry entry.
 BUILD_ARGS = ("SERVICE", "PORT", "DEBIAN_PACKAGES", "USES", "INIT")
@@ -134,7 +136,7 @@ def healthcheck_port(test: list[str]) -> int | None:
 
 
 def dockerignore_includes(root: Path) -> set[str]:
-    """Top-level names that .dockerignore sends to the build (it is a whitelist)."""
+    """The paths that .dockerignore sends to the build (it is a whitelist)."""
     lines = [ln.strip() for ln in (root / ".dockerignore").read_text().splitlines()]
     return {ln[1:].strip("/") for ln in lines if ln.startswith("!")}
 
@@ -175,20 +177,22 @@ def read_image(root: Path, where: str, problems: list[str]) -> list[Stage] | Non
         if not re.fullmatch(r"python:3\.11\.\d+-slim(-\w+)?", stage.base):
             problems.append(f"{where}: base {stage.base} is not a pinned python:3.11.x-slim tag")
     install = " ".join(builder.all("RUN"))
-    if "optional-dependencies" not in install or "pip install" not in install:
-        problems.append(f"{where}: dependencies are not installed from a pyproject extra")
-    if "pip install --no-cache-dir --no-deps ." not in install:
-        problems.append(f"{where}: the project's own metadata is not installed "
+    script = root / INSTALL_SCRIPT
+    if "sh install-dependencies " not in install or not script.is_file():
+        problems.append(f"{where}: dependencies are not installed by {INSTALL_SCRIPT}")
+    elif "pip install --no-cache-dir --no-deps ." not in script.read_text():
+        problems.append(f"{INSTALL_SCRIPT}: the project's own metadata is not installed "
                         "(services read version('boilerbench'))")
     before_install: list[str] = []
     for keyword, args in builder.instructions:
-        if keyword == "RUN" and "pip install" in args:
+        if keyword == "RUN" and "install-dependencies" in args:
             break
         if keyword == "COPY":
             before_install.append(args)
-    if before_install != ["pyproject.toml ./"]:
+    if before_install != [f"pyproject.toml {INSTALL_SCRIPT} ./"]:
         # Anything else copied before the install would void the dependency layer cache.
-        problems.append(f"{where}: the builder must copy only pyproject.toml before pip install")
+        problems.append(f"{where}: the builder must copy only pyproject.toml and "
+                        f"{INSTALL_SCRIPT} before installing")
     if not any(c.startswith(f"--from={builder.name}") for c in final.all("COPY")):
         problems.append(f"{where}: the runtime stage does not take the builder's venv")
     included = dockerignore_includes(root)
@@ -200,7 +204,8 @@ def read_image(root: Path, where: str, problems: list[str]) -> list[Stage] | Non
             for source in sources:
                 if not (root / source).exists():
                     problems.append(f"{where}: COPY source {source} does not exist")
-                if source.split("/")[0] not in included:
+                if not any((source.rstrip("/") + "/").startswith(name + "/")
+                           for name in included):
                     problems.append(f"{where}: COPY source {source} is left out by .dockerignore")
     user = final.last("USER")
     uid = (user or "").split(":")[0]
@@ -228,7 +233,7 @@ def algorithm_image_problems(root: Path, registry: Registry) -> list[str]:
     if declared != set(BUILD_ARGS):
         problems.append(f"{where}: build arguments {sorted(declared)}, not {sorted(BUILD_ARGS)}")
     install = " ".join(builder.all("RUN"))
-    if '"$SERVICE" > requirements.txt' not in install:
+    if 'install-dependencies "$SERVICE"' not in install:
         problems.append(f"{where}: the builder does not install the extra named SERVICE")
     apt = [run for stage in stages for run in stage.all("RUN") if "apt-get install" in run]
     if apt and not all(re.search(r"apt-get install(?: -[-\w]+)* \$DEBIAN_PACKAGES \$INIT"

@@ -28,6 +28,7 @@ from services.ensemble.members import TRAINING_MEMBERS
 from shared.registry import SERVICES
 from tests.consistency import (
     ALGORITHM_DOCKERFILE,
+    INSTALL_SCRIPT,
     ORCHESTRATOR_DOCKERFILE,
     consistency_problems,
     debian_name,
@@ -111,16 +112,19 @@ def shell(command: str, cwd: Path, path: Path | None = None, **env: str
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
 def test_each_image_installs_exactly_its_pyproject_group(name: str, tmp_path: Path) -> None:
-    """The builder's requirement step with the compose file's SERVICE: the core
-    dependencies and the service's group, nothing else."""
+    """The builder's install step with the compose file's SERVICE, its script asked for
+    the requirement list it installs: the core dependencies and the service's group,
+    nothing else."""
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     args = compose["services"][name]["build"]["args"]
-    step = dockerfile_run(0, "requirements.txt").split(" && pip install")[0]
+    step = dockerfile_run(0, "install-dependencies").replace(
+        "install-dependencies ", "install-dependencies --list ")
     shutil.copy2(ROOT / "pyproject.toml", tmp_path)
+    shutil.copy2(ROOT / INSTALL_SCRIPT, tmp_path)
     done = shell(step, tmp_path, SERVICE=str(args["SERVICE"]))
     assert done.returncode == 0, done.stderr
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert (tmp_path / "requirements.txt").read_text().splitlines() == \
+    assert done.stdout.splitlines() == \
         [*project["dependencies"], *project["optional-dependencies"][name]]
 
 
@@ -334,17 +338,17 @@ BREAKAGES: dict[str, tuple[Callable[[Path], None], str]] = {
         _edit_file(ALGORITHM_DOCKERFILE, "$DEBIAN_PACKAGES $INIT", "$DEBIAN_PACKAGES $INIT curl"),
         "apt-get installs more than $DEBIAN_PACKAGES $INIT"),
     "extra other than the service": (
-        _edit_file(ALGORITHM_DOCKERFILE, '"$SERVICE" > requirements.txt',
-                   '"$SERVICE,orchestrator" > requirements.txt'),
+        _edit_file(ALGORITHM_DOCKERFILE, 'install-dependencies "$SERVICE"',
+                   'install-dependencies "$SERVICE,orchestrator"'),
         "the builder does not install the extra named SERVICE"),
     "unknown group": (_edit_file("pyproject.toml", "\nrss = [", "\nrss_feeds = ["),
                       "pyproject.toml: no optional-dependency group rss"),
     "shell-form CMD": (_edit_file(ALGORITHM_DOCKERFILE, 'CMD ["sh", "-c", ',
                                   "CMD sh -c "), "services/Dockerfile: CMD"),
     "code copied before the dependencies": (
-        _edit_file(ALGORITHM_DOCKERFILE, "COPY pyproject.toml ./",
-                   "COPY pyproject.toml ./\nCOPY shared/ shared/"),
-        "services/Dockerfile: the builder must copy only pyproject.toml before pip install"),
+        _edit_file(ALGORITHM_DOCKERFILE, f"COPY pyproject.toml {INSTALL_SCRIPT} ./",
+                   f"COPY pyproject.toml {INSTALL_SCRIPT} ./\nCOPY shared/ shared/"),
+        "services/Dockerfile: the builder must copy only pyproject.toml and"),
     "CMD on a fixed port": (_edit_file(ALGORITHM_DOCKERFILE, '--port \\"$BOILERBENCH_PORT\\"',
                                        "--port 8001"), "services/Dockerfile: CMD"),
     "missing labels": (_set_in_compose("cetd", "labels", None),
