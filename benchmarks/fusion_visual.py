@@ -61,7 +61,7 @@ def visual_blocks(html: str) -> Units:
             min(box.y / height, 20.0), box.width / width,
             box.font_size / text_size if text_size else 1.0, box.font_weight / 1000])
     visual = np.array(rows, dtype=np.float64).reshape(len(boxes), len(VISUAL))
-    return np.hstack([page.matrix, visual]), [b.text for b in page.blocks], page.tokens
+    return np.hstack([page.matrix, visual]), page.tokens
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,12 @@ SUPPORT_SCORE = ("The share of the block's tokens that align with the library's 
 
 def block_support(block_texts: Sequence[str], reference: Sequence[str]) -> list[float]:
     """Share of each block's tokens that align with `reference` tokens (0.0 when it has none)."""
-    tokens_per_block = [tokenize(text) for text in block_texts]
+    return token_support([tokenize(text) for text in block_texts], reference)
+
+
+def token_support(tokens_per_block: Sequence[Sequence[str]], reference: Sequence[str]
+                  ) -> list[float]:
+    """block_support of blocks already tokenized."""
     flat = [token for tokens in tokens_per_block for token in tokens]
     mask = aligned_mask(flat, reference)
     shares: list[float] = []

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
-from shared.blockmap import CONTENT_SHARE, block_support
+from shared.blockmap import CONTENT_SHARE, token_support
 from shared.decoding import NotHTMLError, decode_html
 from shared.gbdt import decide
 from shared.modelfile import read_json, write_json
@@ -40,8 +40,8 @@ from shared.tokens import tokenize
 
 Matrix = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
-# A page's units as a labeller sees them: (features, texts, tokens), one row/entry per unit.
-Units = tuple[Matrix, Sequence[str], list[list[str]]]
+# A page's units as a labeller sees them: (features, tokens), one row/entry per unit.
+Units = tuple[Matrix, list[list[str]]]
 Labeller = Callable[[str], Units]
 
 CHECK_PAGES = 3  # pages per dataset whose word F1 is recorded for the reproduction test
@@ -91,10 +91,16 @@ def _labelled(job: tuple[Labeller, Path, str]) -> TrainingPage | str:
         html, gold = load_page(dataset, page_id)
     except NotHTMLError:
         return page_id
-    features, texts, tokens = units(html)
+    features, tokens = units(html)
     gold_tokens = tokenize(gold)
-    labels = np.array([float(s > CONTENT_SHARE) for s in block_support(texts, gold_tokens)])
-    return TrainingPage(dataset.name, page_id, features, labels, tokens, Counter(gold_tokens))
+    return TrainingPage(dataset.name, page_id, features, unit_labels(tokens, gold_tokens),
+                        tokens, Counter(gold_tokens))
+
+
+def unit_labels(tokens: Sequence[Sequence[str]], gold_tokens: Sequence[str]
+                ) -> npt.NDArray[np.float64]:
+    """1.0 for each unit (tokens of a block or line) that label_rule calls content."""
+    return np.array([float(s > CONTENT_SHARE) for s in token_support(tokens, gold_tokens)])
 
 
 def label_rule(unit: str) -> str:

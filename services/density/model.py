@@ -36,7 +36,7 @@ from shared.gbdt import decide as decide
 from shared.gbdt import sigmoid as _sigmoid
 from shared.gbdt import smooth as smooth
 from shared.mlp import Mlp as Mlp  # re-exported: the density model format names it
-from shared.modelfile import check_header, read_json, write_json
+from shared.modelfile import check_header, read_json
 
 FORMAT = "boilerbench-density-model"
 FORMAT_VERSION = 2
@@ -115,10 +115,6 @@ class DensityModel:
         return cls(kind, classifier, float(data["cut"]), dict(data["metadata"]),
                    tuple(float(v) for v in data["smoothing"]), float(data["relative_cut"]))
 
-
-def dump_model(model: DensityModel, path: Path) -> None:
-    """Write the model as stable JSON (sorted keys, so one model gives one file)."""
-    write_json(model.to_json(), path)
 
 
 def read_model(path: Path) -> DensityModel:

@@ -42,10 +42,9 @@ CHECK_ROWS = 12  # feature rows whose probabilities are recorded
 
 
 def page_lines(html: str) -> Units:
-    """A page's lines as training units: features, texts and tokens."""
+    """A page's lines as training units: features and tokens."""
     lines = render_lines(html)
-    return line_features(lines), [line.text for line in lines], [
-        tokenize(line.text) for line in lines]
+    return line_features(lines), [tokenize(line.text) for line in lines]
 
 
 def _build(kind: str, classifier: Classifier, rule: Rule, metadata: dict[str, Any]

@@ -28,7 +28,7 @@ import numpy.typing as npt
 from services.ensemble.members import MemberAnswer
 from services.fusion.features import FEATURES as FUSION_FEATURES
 from services.fusion.features import PageFeatures
-from shared.alignment import aligned_mask
+from shared.blockmap import token_support
 from shared.tokens import tokenize
 
 Matrix = npt.NDArray[np.float64]
@@ -63,24 +63,12 @@ class MemberFigures:
     own_score: Matrix
 
 
-def block_support(tokens: Sequence[Sequence[str]], reference: Sequence[str]) -> Matrix:
-    """Share of each block's tokens that align with `reference` (0 without tokens)."""
-    flat = [t for block in tokens for t in block]
-    mask = np.asarray(aligned_mask(flat, reference), dtype=np.float64)
-    counts = np.array([len(block) for block in tokens], dtype=np.intp)
-    aligned = np.r_[0.0, np.cumsum(mask)]
-    ends = np.cumsum(counts)
-    sums = aligned[ends] - aligned[ends - counts]
-    shares: Matrix = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
-    return shares
-
-
 def member_figures(page: PageFeatures, answer: MemberAnswer) -> MemberFigures | None:
     """A member's answer mapped onto the page's blocks."""
     if answer.text is None:
         return None
     n = len(page.blocks)
-    support = block_support(page.tokens, tokenize(answer.text))
+    support = np.asarray(token_support(page.tokens, tokenize(answer.text)), dtype=np.float64)
     label = np.full(n, MISSING)
     score = np.full(n, MISSING)
     if answer.blocks:

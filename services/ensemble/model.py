@@ -19,7 +19,7 @@ import numpy.typing as npt
 from services.ensemble.features import Matrix, feature_names, fusion_columns
 from services.fusion.features import FEATURES as FUSION_FEATURES
 from shared.gbdt import Gbdt, decide
-from shared.modelfile import read_json, write_json
+from shared.modelfile import read_json
 
 FORMAT = "boilerbench-ensemble-model"
 FORMAT_VERSION = 1
@@ -75,9 +75,6 @@ class EnsembleModel:
         """The columns of fusion's matrix this model was trained on."""
         return fusion_columns(self.fusion_features)
 
-
-def dump_model(model: EnsembleModel, path: Path) -> None:
-    write_json(model.to_json(), path)
 
 
 def read_model(path: Path) -> EnsembleModel:

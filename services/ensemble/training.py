@@ -38,18 +38,17 @@ from services.ensemble.cache import member_answers
 from services.ensemble.features import (
     Matrix,
     MemberFigures,
-    block_support,
     combine,
     member_figures,
     token_counts,
 )
 from services.ensemble.members import TRAINING_MEMBERS, MemberAnswer
-from services.ensemble.model import EnsembleModel, dump_model, read_model
+from services.ensemble.model import EnsembleModel, read_model
 from services.fusion.features import page_features
-from shared.blockmap import CONTENT_SHARE
 from shared.decoding import NotHTMLError
 from shared.gbdt import Gbdt, decide
-from shared.learners import TreeParams, train_gbdt
+from shared.learners import TreeParams, fit_gbdt
+from shared.modelfile import write_json
 from shared.tokens import tokenize
 from shared.training import (
     CHECK_PAGES,
@@ -60,7 +59,7 @@ from shared.training import (
     overall,
     page_f1,
     page_ids,
-    stack,
+    unit_labels,
     word_f1,
 )
 
@@ -118,7 +117,7 @@ def _build_page(job: tuple[Path, str, dict[str, MemberAnswer]]) -> EnsemblePage 
     page = page_features(html)
     gold_tokens = tokenize(gold)
     gold_counts = Counter(gold_tokens)
-    labels = (block_support(page.tokens, gold_tokens) > CONTENT_SHARE).astype(np.float64)
+    labels = unit_labels(page.tokens, gold_tokens)
     figures = {m: member_figures(page, a) for m, a in answers.items()}
     return EnsemblePage(dataset.name, page_id, page.matrix, figures, labels, page.tokens,
                         gold_counts, {m: a.cpu_ms for m, a in answers.items()},
@@ -153,8 +152,7 @@ def training_rows(pages: Sequence[EnsemblePage], members: Sequence[str], seed: i
 def fit(pages: Sequence[EnsemblePage], members: Sequence[str], hp: Hyperparameters,
         seed: int) -> Gbdt:
     rows = training_rows(pages, members, seed)
-    x, y, w = stack(rows, rows[0].features.shape[1] if rows else 0)
-    return train_gbdt(x, y, w, hp.trees, seed)
+    return fit_gbdt(hp.trees, seed, rows[0].features.shape[1] if rows else 0, rows)
 
 
 def single_service_f1(pages: Sequence[EnsemblePage], services: Sequence[str]
@@ -319,6 +317,6 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameter
     meta["checks"] = checks(model, pages, chosen)
     model = EnsembleModel(model.gbdt, members, tuple(chosen), cut, kernel, hp.relative_cut,
                           meta)
-    dump_model(model, out)
+    write_json(model.to_json(), out)
     log(f"wrote {out}")
     return read_model(out)

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from services.fusion.features import FEATURES, Matrix
 from shared.gbdt import Gbdt, decide
-from shared.modelfile import check_header, read_json, write_json
+from shared.modelfile import check_header, read_json
 
 FORMAT = "boilerbench-fusion-model"
 FORMAT_VERSION = 2
@@ -62,10 +62,6 @@ class FusionModel:
                    tuple(float(v) for v in data["smoothing"]), float(data["relative_cut"]),
                    dict(data["metadata"]))
 
-
-def dump_model(model: FusionModel, path: Path) -> None:
-    """Write the model as stable JSON (sorted keys: one model, one file)."""
-    write_json(model.to_json(), path)
 
 
 def read_model(path: Path) -> FusionModel:

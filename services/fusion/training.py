@@ -50,9 +50,9 @@ CHECK_ROWS = 16  # feature rows whose probabilities are recorded
 
 
 def page_blocks(html: str) -> Units:
-    """A page's blocks as training units: features, texts and tokens."""
+    """A page's blocks as training units: features and tokens."""
     page = page_features(html)
-    return page.matrix, [b.text for b in page.blocks], page.tokens
+    return page.matrix, page.tokens
 
 
 def _build(name: str, classifier: Classifier, rule: Rule, metadata: dict[str, Any]
