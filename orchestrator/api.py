@@ -26,7 +26,9 @@ deleted with it; its pages are not copied into the store.
 
 Errors are the contract's ErrorReply, `{"error", "detail"}`, like the services'.
 The service URLs come from the configuration only (never from a request), so no
-request makes the server fetch an address of the caller's choosing. On start the server resumes
+request makes the server fetch an address of the caller's choosing. A service the
+configuration gives no URL for (a registry port, or a `port_base` stack's) must say
+it is that service on its /info before a run that needs it is accepted (else 503). On start the server resumes
 runs left pending or running by a previous process (same store).
 
 API settings come from the environment, prefix BOILERBENCH_API_ (host, port,
@@ -57,6 +59,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.datastructures import UploadFile
 
 from orchestrator.config import ConfigError, RunConfig, load_config
+from orchestrator.launcher import StackError, check_services
 from orchestrator.pagediff import page_diff
 from orchestrator.runner import (
     DatasetSource,
@@ -182,6 +185,16 @@ def _spec_from(config: RunConfig, services: list[str] | None,
     except OptionsError as exc:
         raise ServiceError(422, "invalid_options", str(exc)) from None
     return config.run_spec(services=names, options=options, backend=backend)
+
+
+async def _check_assumed_services(config: RunConfig, spec: RunSpec) -> None:
+    """Refuse (503) a run whose services at addresses nobody gave (a registry port, a
+    port_base port) are not there or are other services: its pages would all fail."""
+    try:
+        await asyncio.to_thread(check_services, config.assumed_urls(spec), spec.service_token)
+    except StackError as exc:
+        raise ServiceError(503, "service_unavailable",
+                           f"{exc}; start it or give its URL in the settings (`urls`)") from None
 
 
 @dataclass
@@ -384,6 +397,7 @@ async def post_run(request: Request, api: Api) -> Response:
             raise ServiceError(422, "invalid_request", "give `dataset`, `pages` or an archive")
         try:
             spec = _spec_from(api.run_config, parsed.services, parsed.options, parsed.backend)
+            await _check_assumed_services(api.run_config, spec)
             create_run(api.store, spec, folders, memory, run_id=run_id)
         except (DatasetError, ValueError) as exc:
             raise ServiceError(422, "invalid_dataset", str(exc)) from None

@@ -40,7 +40,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestrator.config import LEGACY_STORE, ConfigError, RunConfig, load_config
-from orchestrator.launcher import LocalStack, StackError, check_service, free_port
+from orchestrator.launcher import LocalStack, StackError, check_services, free_port
 from orchestrator.models import RANK_KEYS
 from orchestrator.service_options import OptionsError, check_options
 from orchestrator.testsets import SCRAPINGHUB_URL, DatasetError, download_scrapinghub
@@ -269,17 +269,14 @@ def _local(spec: RunSpec, config: RunConfig) -> bool:
 def _check_assumed_services(spec: RunSpec, config: RunConfig) -> None:
     """Before calling services over HTTP at addresses nobody gave (a registry port,
     a --port-base port), make sure each is the service named there (its /info)."""
-    if spec.backend != "http" or _local(spec, config):
+    if _local(spec, config):
         return
-    for name in spec.services:
-        if name in config.urls:
-            continue
-        try:
-            check_service(spec.url(name), name, spec.service_token)
-        except StackError as exc:
-            console.print(f"[red]{exc}; start it with `boilerbench up` or give its URL with "
-                          f"--url {name}=URL", highlight=False, soft_wrap=True)
-            raise typer.Exit(1) from None
+    try:
+        check_services(config.assumed_urls(spec), spec.service_token)
+    except StackError as exc:
+        console.print(f"[red]{exc}; start it with `boilerbench up` or give its URL with "
+                      f"--url {exc.service}=URL", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
 
 
 def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[PageResult]:

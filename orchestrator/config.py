@@ -211,6 +211,13 @@ class RunConfig(BaseSettings):
         return {name: f"http://127.0.0.1:{service_port(name, self.port_base)}"
                 for name in SERVICES} | self.urls
 
+    def assumed_urls(self, spec: RunSpec) -> dict[str, str]:
+        """The services `spec` calls over HTTP at an address nobody gave (a registry
+        port, a port_base port), by name: worth a look at their /info before a run."""
+        if spec.backend != "http" or spec.local:
+            return {}
+        return {name: spec.url(name) for name in spec.services if name not in self.urls}
+
     @property
     def store_path(self) -> Path:
         return self.store if self.store is not None else default_store_path()

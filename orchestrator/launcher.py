@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -25,7 +25,12 @@ DEFAULT_PORT_BASE = min(entry.port for entry in SERVICES.values())
 
 
 class StackError(RuntimeError):
-    """A service did not start, never became healthy, or is not the one expected."""
+    """A service did not start, never became healthy, or is not the one expected
+    (`service`: its name, where one service is at fault)."""
+
+    def __init__(self, message: str, service: str | None = None) -> None:
+        super().__init__(message)
+        self.service = service
 
 
 def service_port(name: str, port_base: int | None = None) -> int:
@@ -46,7 +51,7 @@ def check_service(url: str, name: str, token: str | None = None, timeout: float 
     try:
         reply = httpx.get(f"{url}/info", headers=headers, timeout=timeout)
     except httpx.TransportError as exc:
-        raise StackError(f"nothing answers at {url} ({type(exc).__name__})") from None
+        raise StackError(f"nothing answers at {url} ({type(exc).__name__})", name) from None
     try:
         answered = reply.json().get("name") if reply.status_code == 200 else None
     except (ValueError, AttributeError):
@@ -59,7 +64,13 @@ def check_service(url: str, name: str, token: str | None = None, timeout: float 
         server = reply.headers.get("server")
         what = (f"HTTP {reply.status_code} to GET /info"
                 + (f" from {server!r}" if server else "") + ", not a boilerbench service")
-    raise StackError(f"{url} is not the {name} service: {what} answers there")
+    raise StackError(f"{url} is not the {name} service: {what} answers there", name)
+
+
+def check_services(urls: Mapping[str, str], token: str | None = None) -> None:
+    """check_service for every (name, URL) of `urls`, the first wrong one raising."""
+    for name, url in urls.items():
+        check_service(url, name, token)
 
 
 @dataclass

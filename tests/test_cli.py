@@ -21,10 +21,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from orchestrator.api import ApiSettings, create_app
 from orchestrator.cli import app
-from orchestrator.config import load_config, parse_config_text
+from orchestrator.config import RunConfig, load_config, parse_config_text
 from orchestrator.launcher import (
     DEFAULT_PORT_BASE,
     LocalStack,
@@ -203,6 +205,23 @@ def test_run_http_says_when_nothing_answers(tmp_path: Path) -> None:
     code, output = _run_http(port, tmp_path)
     assert code == 1
     assert f"nothing answers at http://127.0.0.1:{port}" in output
+
+
+def test_the_api_refuses_a_run_when_another_service_is_on_the_assumed_port(
+        other_service: str, tmp_path: Path) -> None:
+    port = int(other_service.rsplit(":", 1)[1])
+    config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out",
+                       mode="http", services=["bte"],
+                       port_base=port - (SERVICES["bte"].port - DEFAULT_PORT_BASE))
+    with TestClient(create_app(ApiSettings(resume=False), config)) as client:
+        reply = client.post("/runs", json={"pages": [{"id": "p", "html": "<p>x</p>",
+                                                      "gold": "x"}]})
+        runs = client.get("/runs").json()["runs"]
+    assert reply.status_code == 503, reply.text
+    assert reply.json()["error"] == "service_unavailable"
+    assert f"127.0.0.1:{port} is not the bte service" in reply.json()["detail"]
+    assert "'justext'" in reply.json()["detail"]
+    assert runs == []  # refused before the run was created
 
 
 def test_the_named_service_passes_the_check(tmp_path: Path) -> None:
