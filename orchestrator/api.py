@@ -28,8 +28,9 @@ Errors are the contract's ErrorReply, `{"error", "detail"}`, like the services'.
 The service URLs come from the configuration only (never from a request), so no
 request makes the server fetch an address of the caller's choosing. A service the
 configuration gives no URL for (a registry port, or a `port_base` stack's) must say
-it is that service on its /info before a run that needs it is accepted (else 503). On start the server resumes
-runs left pending or running by a previous process (same store).
+it is that service on its /info before a run that needs it is accepted (else 503).
+On start the server resumes runs left pending or running by a previous process
+(same store).
 
 API settings come from the environment, prefix BOILERBENCH_API_ (host, port,
 token, max_body_bytes, allowed_roots, config, max_running_runs, max_queued_runs,

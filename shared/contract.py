@@ -32,7 +32,8 @@ class Block:
     path: Annotated[str | None, Field(
         description="XPath of the element that holds the block, in lxml's getpath form: "
         "/html/body/div[2]/p, a step's position given only where its parent has several "
-        "children of that name. It names an element of the parse /info's `path_tree` says.")
+        "children of that name. It names an element of the parse /info's `path_tree` says "
+        "(or the reply's `details.path_tree`, where the service parsed this page otherwise).")
     ] = None
     label: Annotated[str | None, Field(
         description="The algorithm's own class name for the block, where it has one.")] = None
@@ -52,7 +53,8 @@ class ExtractReply(BaseModel):
     """200 reply of POST /extract. `elapsed_ms`: the service's time on the request
     (decoding, validation, extraction), not counting a wait for a free worker.
     `details`: optional facts about how this reply was made, in the algorithm's own
-    keys (the ensemble names the members that answered); absent for most services."""
+    keys (the ensemble names the members that answered), and `path_tree` where block
+    paths name elements of another parse than /info's; absent for most replies."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -94,7 +96,9 @@ class ServiceInfo(BaseModel):
     path_tree: PathTree | None = Field(
         description="The parse of the page whose elements block paths name: 'libxml2' "
         "(lxml.html's parser) or 'html5' (HTML5 tree construction, as in a browser); null "
-        "where blocks carry no path.")
+        "where blocks carry no path. A reply's `details.path_tree` overrides it for a page "
+        "the service had to parse otherwise (lxml for a page the HTML5 parser would take "
+        "quadratic time on).")
     engine: str | None = None
     details: dict[str, Any] | None = Field(
         None, description="What else the algorithm tells about itself (the ensemble: its "

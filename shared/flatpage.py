@@ -42,10 +42,12 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from typing import Any
 
 from lxml import etree
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from shared.contract import PathTree
 from shared.html import BLOCK_LEVEL, INVISIBLE, parse_html, tag_name
 
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
@@ -111,6 +113,7 @@ class FlatPage:
     closes: list[int] = field(default_factory=list)
     blocks: list[FlatBlock] = field(default_factory=list)
     marks: dict[int, tuple[str, str]] = field(default_factory=dict)  # element: (class, id)
+    tree: PathTree = "html5"  # the parse `path` names elements of: lexbor's, or lxml's
     _paths: dict[int, str] = field(default_factory=dict, repr=False)
     _too_deep: set[int] = field(default_factory=set, repr=False)
     _siblings: dict[int, dict[str, list[int]]] = field(default_factory=dict, repr=False)
@@ -314,7 +317,7 @@ def flatten_tree(root: etree._Element, drop_hidden: bool = False, attributes: bo
     """The FlatPage of an lxml tree from shared.html.parse_html (text and tails in
     document order, comments dropped, invisible elements empty): what flatten_html
     gives, built the same way."""
-    page = FlatPage()
+    page = FlatPage(tree="libxml2")
     names, parents, last, closed, emptied = (page.names, page.parents, page.last, page.closed,
                                              page.emptied)
     pieces, texts, holders, opened, closes, blocks = (page.pieces, page.texts, page.holders,
@@ -380,3 +383,11 @@ def flatten_tree(root: etree._Element, drop_hidden: bool = False, attributes: bo
             if element.tail and index:
                 add_text(element.tail, parents[index])
     return page
+
+
+def tree_details(tree: PathTree) -> dict[str, Any] | None:
+    """A reply's `details` for a page of an html5 service (bte, cetd, fusion, ensemble)
+    that was parsed by lxml instead (a page lexbor takes quadratic time on, module
+    docstring): its block paths then name elements of that parse, not of the one /info
+    states."""
+    return None if tree == "html5" else {"path_tree": tree}

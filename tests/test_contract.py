@@ -18,7 +18,7 @@ import pytest
 from lxml import etree
 from selectolax.lexbor import LexborHTMLParser
 
-from shared.contract import BLOCK_PATH_PATTERN, Block, ExtractReply, ServiceInfo
+from shared.contract import BLOCK_PATH_PATTERN, ExtractReply, ServiceInfo
 from shared.registry import SERVICES
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
@@ -54,6 +54,11 @@ project, who thanked the residents for their patience during the closure.</p>
 # one parse only; and jusText's cleaning drops the <form> from its own copy of the page.
 ARTICLE_IN_TABLE = ARTICLE.replace("<article>", '<form action="/comment"><table><tr><td>'
                                    ).replace("</article>", "</td></tr></table></form>")
+# The same with a <select> of more options than lexbor parses in linear time: the html5
+# services parse this page with lxml instead, and their reply says so.
+MANY_OPTIONS = ARTICLE_IN_TABLE.replace(
+    "</form>", "<select>" + "".join(f"<option>{n}</option>" for n in range(1500))
+    + "</select></form>")
 
 
 def example_options(name: str) -> dict[str, Any]:
@@ -122,22 +127,31 @@ def parsed_page(html: str, tree: str) -> etree._Element:
                                         parser=lxml.html.HTMLParser(encoding="utf-8"))
 
 
-def assert_block_paths(info: ServiceInfo, html: str, blocks: list[Block]) -> None:
+def reply_tree(info: ServiceInfo, reply: ExtractReply) -> str | None:
+    """The parse a reply's block paths name: the reply's `details.path_tree` where it
+    gives one, else /info's."""
+    tree = (reply.details or {}).get("path_tree", info.path_tree)
+    assert tree in (None, "libxml2", "html5"), tree
+    return tree
+
+
+def assert_block_paths(info: ServiceInfo, html: str, reply: ExtractReply) -> None:
     """Every block path has the contract's form and names one element of the page as
-    parsed the way /info says; a service without a path tree gives no paths."""
-    paths = [b.path for b in blocks if b.path is not None]
-    if info.path_tree is None:
+    parsed the way the reply or /info says; a service without a path tree gives no paths."""
+    paths = [b.path for b in reply.blocks if b.path is not None]
+    tree = reply_tree(info, reply)
+    if tree is None:
         assert not paths, f"{info.name}: blocks carry paths but /info names no path tree"
         return
     assert paths, f"{info.name}: /info names a path tree but no block has a path"
     form = re.compile(BLOCK_PATH_PATTERN)
-    document = etree.ElementTree(parsed_page(html, info.path_tree))
+    document = etree.ElementTree(parsed_page(html, tree))
     for path in set(paths):
         assert form.fullmatch(path), f"{info.name}: {path!r} is not in the contract's form"
         found = document.xpath(path)
         assert isinstance(found, list)
         assert len(found) == 1, (
-            f"{info.name}: {path!r} names {len(found)} elements of the {info.path_tree} "
+            f"{info.name}: {path!r} names {len(found)} elements of the {tree} "
             "parse, not one")
         # lxml names the element exactly so: no index that is not needed, none missing
         assert document.getpath(found[0]) == path
@@ -168,12 +182,30 @@ def test_block_paths_name_elements_of_the_declared_parse(service: tuple[str, str
     assert reply.status_code == 200, reply.text[:500]
     body = ExtractReply.model_validate(reply.json())
     info = service_info(url)
-    assert_block_paths(info, ARTICLE_IN_TABLE, body.blocks)
+    assert reply_tree(info, body) == info.path_tree
+    assert_block_paths(info, ARTICLE_IN_TABLE, body)
     if info.path_tree is not None:
         paragraph = next(b for b in body.blocks if b.text.startswith("Commuters who"))
         inside = "/html/body/form/table/" + ("tbody/" if info.path_tree == "html5" else "")
         assert paragraph.path is not None
         assert paragraph.path.startswith(inside + "tr/td")
+
+
+def test_a_reply_names_the_parse_its_paths_are_of(service: tuple[str, str]) -> None:
+    """A page the html5 services parse with lxml: the reply's `details.path_tree` says
+    libxml2 and the paths name elements of that parse (no <tbody>)."""
+    name, url = service
+    reply = httpx.post(f"{url}/extract", json={"html": MANY_OPTIONS, "url": page_url(name),
+                                               "options": example_options(name)}, timeout=60)
+    assert reply.status_code == 200, reply.text[:500]
+    body = ExtractReply.model_validate(reply.json())
+    info = service_info(url)
+    assert_block_paths(info, MANY_OPTIONS, body)
+    if info.path_tree is not None:
+        assert reply_tree(info, body) == "libxml2"
+        paragraph = next(b for b in body.blocks if b.text.startswith("Commuters who"))
+        assert paragraph.path is not None
+        assert paragraph.path.startswith("/html/body/form/table/tr/td")
 
 
 def test_extract_raw_html(service: tuple[str, str]) -> None:
@@ -212,7 +244,7 @@ def test_extract_json_body_real_page(service: tuple[str, str], scrapinghub: Any)
     body = ExtractReply.model_validate(reply.json())
     assert len(body.blocks) > 5
     assert len(tokenize(body.text)) > 50
-    assert_block_paths(service_info(url), html, body.blocks)
+    assert_block_paths(service_info(url), html, body)
 
 
 @pytest.mark.parametrize(

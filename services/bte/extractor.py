@@ -49,7 +49,7 @@ from itertools import accumulate
 from pydantic import Field
 
 from shared.contract import Algorithm, Block, Extraction, Options
-from shared.flatpage import FlatPage, flatten_html
+from shared.flatpage import FlatPage, flatten_html, tree_details
 from shared.html import INVISIBLE
 
 # Elements without an end tag in HTML source: they are one tag token, not two.
@@ -202,7 +202,7 @@ def extract(html: str, options: BteOptions, url: str | None = None) -> Extractio
         else:  # one of the window's two edge blocks: the only shares that need rounding
             label, share = "partial", round(share, 4)
         blocks.append(Block(block.text, content, share, path(block.container), label))
-    return Extraction(blocks)
+    return Extraction(blocks, details=tree_details(page.tree))
 
 
 ALGORITHM = Algorithm(

@@ -70,7 +70,7 @@ from pydantic import Field
 
 from shared.answer import ServiceError
 from shared.contract import Algorithm, Block, Extraction, Options
-from shared.flatpage import FlatPage, flatten_html
+from shared.flatpage import FlatPage, flatten_html, tree_details
 from shared.layout import (
     Box,
     BrowserUnavailableError,
@@ -474,7 +474,7 @@ def extract(html: str, options: CetdOptions, url: str | None = None) -> Extracti
     path = page.path
     return Extraction([
         Block(texts[n], inside[n] * 2 > totals[n], scores[n], path(containers[n]))
-        for n in range(len(containers)) if totals[n]])
+        for n in range(len(containers)) if totals[n]], details=tree_details(page.tree))
 
 
 def engine() -> str:

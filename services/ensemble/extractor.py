@@ -29,6 +29,7 @@ from services.ensemble.members import HttpMembers, MemberAnswer, ask_in_process
 from services.ensemble.model import default_model
 from services.fusion.features import page_features, stoplists
 from shared.contract import Algorithm, Block, Extraction, Options
+from shared.flatpage import tree_details
 from shared.registry import SERVICES
 from shared.settings import ServiceSettings
 
@@ -113,6 +114,7 @@ def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extr
         "members_missing": {n: answers[n].error or "no answer" for n in names
                             if not answers[n].answered},
         "fallback": not answered,
+        **(tree_details(page.tree) or {}),
     }
     return Extraction(blocks, details=details)
 

@@ -21,6 +21,7 @@ from pydantic import Field
 from services.fusion.features import page_features, stoplists
 from services.fusion.model import default_model
 from shared.contract import Algorithm, Block, Extraction, Options
+from shared.flatpage import tree_details
 
 
 class FusionOptions(Options):
@@ -41,7 +42,7 @@ def extract(html: str, options: FusionOptions, url: str | None = None) -> Extrac
         Block(text=block.text, is_content=bool(kept), score=round(float(p), 4), path=block.path)
         for block, p, kept in zip(page.blocks, smoothed, keep, strict=True)
     ]
-    return Extraction(blocks)
+    return Extraction(blocks, details=tree_details(page.tree))
 
 
 def _warm_up() -> None:

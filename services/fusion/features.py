@@ -60,6 +60,7 @@ import numpy.typing as npt
 from services.bte.extractor import VOID, count_words
 from services.cetd.extractor import composite_text_densities
 from services.justext.extractor import load_stoplist, stoplist_names
+from shared.contract import PathTree
 from shared.flatpage import FlatPage, flatten_html
 from shared.html import INVISIBLE
 from shared.tokens import tokenize
@@ -178,6 +179,7 @@ class PageFeatures:
     blocks: list[FusionBlock]
     tokens: list[list[str]]
     matrix: Matrix
+    tree: PathTree = "html5"  # the parse the blocks' paths name elements of
 
 
 def _covered(starts: Ints, last: Ints) -> Flags:
@@ -366,7 +368,7 @@ def page_features(html: str) -> PageFeatures:
     tokens = [tokenize(text) for text in texts]
     n = len(flat)
     if n == 0:
-        return PageFeatures([], tokens, np.zeros((0, len(FEATURES))))
+        return PageFeatures([], tokens, np.zeros((0, len(FEATURES))), page.tree)
     blocks = [FusionBlock(text, block.container, page.path(block.container))
               for block, text in zip(flat, texts, strict=True)]
     names = page.names
@@ -484,4 +486,4 @@ def page_features(html: str) -> PageFeatures:
     matrix = np.hstack([own, groups, ancestry, density, readability, layout, page_figures,
                         _shift(context, 1), _shift(context, -1),
                         window_link[:, None], np.log1p(window_words)[:, None], structure])
-    return PageFeatures(blocks, tokens, matrix)
+    return PageFeatures(blocks, tokens, matrix, page.tree)
