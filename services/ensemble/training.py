@@ -46,19 +46,22 @@ from services.ensemble.members import TRAINING_MEMBERS, MemberAnswer
 from services.ensemble.model import EnsembleModel, read_model
 from services.fusion.features import page_features
 from shared.decoding import NotHTMLError
-from shared.gbdt import Gbdt, decide
+from shared.gbdt import Gbdt
 from shared.learners import TreeParams, fit_gbdt
 from shared.modelfile import write_json
 from shared.tokens import tokenize
 from shared.training import (
     CHECK_PAGES,
+    Rule,
     TrainingPage,
+    best_rule,
     load_page,
     lodo_record,
-    mean_f1_by_dataset,
     overall,
     page_f1,
     page_ids,
+    rule_scores,
+    rules,
     unit_labels,
     word_f1,
 )
@@ -189,24 +192,18 @@ def lodo_models(pages: Sequence[EnsemblePage], members: Sequence[str], hp: Hyper
     return Lodo(models)
 
 
-def scores_at(pages: Sequence[EnsemblePage], probabilities: Sequence[Matrix],
-              kernel: Sequence[float], cut: float, hp: Hyperparameters) -> dict[str, float]:
-    return mean_f1_by_dataset([p.as_page(p.fusion) for p in pages],
-                              [decide(q, kernel, cut, hp.relative_cut)[1] for q in probabilities])
+def scores_at(pages: Sequence[EnsemblePage], probabilities: Sequence[Matrix], rule: Rule
+              ) -> dict[str, float]:
+    return rule_scores([p.as_page(p.fusion) for p in pages], probabilities, [rule])[0]
 
 
 def choose_rule(pages: Sequence[EnsemblePage], probabilities: Sequence[Matrix],
-                hp: Hyperparameters) -> tuple[float, tuple[float, ...], dict[str, float]]:
-    """The cut and kernel of best mean held-out F1 (ties: the cut nearest 0.5)."""
-    best: tuple[float, float, tuple[float, ...], dict[str, float]] | None = None
-    for kernel in KERNELS:
-        for cut in CUTS:
-            scores = scores_at(pages, probabilities, kernel, cut, hp)
-            key = overall(scores) - 1e-6 * abs(cut - 0.5)
-            if best is None or key > best[0] + 1e-12:
-                best = (key, cut, kernel, scores)
-    assert best is not None
-    return best[1], best[2], best[3]
+                hp: Hyperparameters) -> tuple[Rule, dict[str, float]]:
+    """The cut and kernel of best mean held-out F1 (shared.training.best_rule)."""
+    candidates = rules(CUTS, KERNELS, hp.relative_cut)
+    scores = rule_scores([p.as_page(p.fusion) for p in pages], probabilities, candidates)
+    best = best_rule(scores, candidates, sorted({p.dataset for p in pages}))
+    return candidates[best], scores[best]
 
 
 def member_costs(pages: Sequence[EnsemblePage], members: Sequence[str]) -> dict[str, float]:
@@ -217,13 +214,13 @@ def member_costs(pages: Sequence[EnsemblePage], members: Sequence[str]) -> dict[
 
 
 def frontier(pages: Sequence[EnsemblePage], lodo: Lodo, members: Sequence[str],
-             cost: dict[str, float], kernel: Sequence[float], cut: float,
-             hp: Hyperparameters, log: Callable[[str], None]) -> list[dict[str, Any]]:
+             cost: dict[str, float], rule: Rule, log: Callable[[str], None]
+             ) -> list[dict[str, Any]]:
     """Greedy backward removal: from every member down to none, each step drops the
     member whose loss costs least held-out F1 per CPU millisecond saved (`cost`)."""
 
     def evaluate(kept: Sequence[str]) -> dict[str, Any]:
-        scores = scores_at(pages, lodo.probabilities(pages, members, kept), kernel, cut, hp)
+        scores = scores_at(pages, lodo.probabilities(pages, members, kept), rule)
         return {"members": list(kept), "word_f1": scores, "mean_f1": round(overall(scores), 4),
                 "member_cpu_ms": round(sum(cost[m] for m in kept), 2)}
 
@@ -280,10 +277,10 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameter
     log(f"{len(pages)} pages")
     lodo = lodo_models(pages, members, hp, seed, log)
     full = lodo.probabilities(pages, members, members)
-    cut, kernel, full_scores = choose_rule(pages, full, hp)
-    log(f"rule: cut {cut}, smoothing {kernel}: {full_scores}")
+    rule, full_scores = choose_rule(pages, full, hp)
+    log(f"rule: cut {rule.cut}, smoothing {rule.smoothing}: {full_scores}")
     costs = costs or member_costs(pages, members)
-    steps = frontier(pages, lodo, members, costs, kernel, cut, hp, log)
+    steps = frontier(pages, lodo, members, costs, rule, log)
     chosen = default_members(steps)
     chosen_scores = next(s for s in steps if s["members"] == chosen)["word_f1"]
     none_scores = steps[-1]["word_f1"]
@@ -309,14 +306,14 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameter
             "frontier": steps,
         },
     }
-    model = EnsembleModel(fit(pages, members, hp, seed), members, tuple(chosen), cut, kernel,
-                          hp.relative_cut, meta)
+    model = EnsembleModel(fit(pages, members, hp, seed), members, tuple(chosen), rule.cut,
+                          rule.smoothing, rule.relative_cut, meta)
     model = EnsembleModel.from_json(model.to_json())  # as the file will load it
     meta["training_f1"] = scores_at(
-        pages, [model.probabilities(p.matrix(members, chosen)) for p in pages], kernel, cut, hp)
+        pages, [model.probabilities(p.matrix(members, chosen)) for p in pages], rule)
     meta["checks"] = checks(model, pages, chosen)
-    model = EnsembleModel(model.gbdt, members, tuple(chosen), cut, kernel, hp.relative_cut,
-                          meta)
+    model = EnsembleModel(model.gbdt, members, tuple(chosen), rule.cut, rule.smoothing,
+                          rule.relative_cut, meta)
     write_json(model.to_json(), out)
     log(f"wrote {out}")
     return read_model(out)
