@@ -170,12 +170,16 @@ class _Member(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     delay = 0.0
     hang_up = False
+    algorithm: str | None = None  # the name its replies give, if any
 
     def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers["content-length"])))
         time.sleep(self.delay)
-        body = json.dumps({"text": request["html"], "blocks": [
-            {"text": request["html"], "is_content": True, "score": 0.75}]}).encode()
+        reply = {"text": request["html"], "blocks": [
+            {"text": request["html"], "is_content": True, "score": 0.75}]}
+        if self.algorithm is not None:
+            reply["algorithm"] = self.algorithm
+        body = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -233,3 +237,17 @@ def test_members_over_http_survive_closed_keep_alive_connections() -> None:
     answer = down.send(["a"], "four", None).collect()["a"]
     assert answer.text is None
     assert answer.error
+
+
+def test_a_member_url_that_reaches_another_service_is_a_missing_member() -> None:
+    class Other(_Member):
+        algorithm = "trafilatura"
+
+    with _members(Other) as urls:
+        answer = HttpMembers({"readability": urls[0]}, time_limit_s=5.0).send(
+            ["readability"], "one", None).collect()["readability"]
+        named = HttpMembers({"trafilatura": urls[0]}, time_limit_s=5.0).send(
+            ["trafilatura"], "two", None).collect()["trafilatura"]
+    assert answer.text is None
+    assert answer.error == f"{urls[0]} is the 'trafilatura' service, not 'readability'"
+    assert named.text == "two"

@@ -188,7 +188,13 @@ class HttpMembers:
             data = orjson.loads(content)
         except orjson.JSONDecodeError:
             return MemberAnswer(name, None, None, error="the reply is not JSON")
-        text = data.get("text") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return MemberAnswer(name, None, None, error="the reply is not a JSON object")
+        algorithm = data.get("algorithm")
+        if isinstance(algorithm, str) and algorithm != name:  # a URL set to the wrong port
+            return MemberAnswer(name, None, None, error=f"{self.urls[name]} is the "
+                                f"{algorithm!r} service, not {name!r}")
+        text = data.get("text")
         if not isinstance(text, str):
             return MemberAnswer(name, None, None, error="the reply has no text")
         return MemberAnswer(name, text, _blocks_of(data.get("blocks")))
