@@ -47,6 +47,13 @@ def machine() -> dict[str, Any]:
             "platform": platform.platform(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
 
 
+def load_note(load_start: Sequence[float]) -> str:
+    """The cores and the load average (1 minute) at a run's start and now: how busy the
+    machine was, the run's own processes included, for a result's header."""
+    return (f"{os.cpu_count()} cores, load average {load_start[0]:.2f} at the start and "
+            f"{os.getloadavg()[0]:.2f} at the end")
+
+
 def command_line(script: str, argv: Sequence[str] | None) -> str:
     """The command that reproduces a run of benchmarks/`script` (`argv`: its arguments,
     None for the process's own)."""

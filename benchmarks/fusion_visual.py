@@ -17,6 +17,7 @@ fusion_visual.json.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -24,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from common import REPO, command_line, require_dataset, write_results
+from common import REPO, command_line, load_note, require_dataset, write_results
 
 from services.cetd.extractor import weighted_median
 from services.fusion.features import FEATURES, page_features
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
     folders = [require_dataset(name.strip()) for name in args.datasets.split(",")]
-    start = time.perf_counter()
+    start, load_start = time.perf_counter(), os.getloadavg()
     pages, _ = load_datasets(folders, visual_blocks, "blocks", args.limit, args.processes)
     loaded = time.perf_counter() - start
     fusion = learner(args.seed, CANDIDATES)
@@ -92,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         "# fusion with and without visual features (leave-one-dataset-out word F1)", "",
         f"Command: `{command}`  ",
         f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {len(pages)} pages; "
-        f"loading (layout and features) {loaded:.0f} s, all {seconds:.0f} s, on a machine "
-        "shared with other work.  ",
+        f"loading (layout and features) {loaded:.0f} s, all {seconds:.0f} s; "
+        f"{load_note(load_start)}.  ",
         f"Visual columns: {', '.join(VISUAL)} (the block container's box in headless "
         "Chromium). Each row: trained on the other datasets, scored on this one at the "
         "decision rule chosen on the others; candidates: "

@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import REPO, command_line, write_results
+from common import REPO, command_line, load_note, write_results
 from quality import PageTask, dataset_tasks
 
 from services.cetd.extractor import ALGORITHM
@@ -112,13 +112,12 @@ def summarize(outcomes: list[PageOutcome]) -> dict[str, dict[str, float | int]]:
 
 
 def markdown(table: dict[str, dict[str, float | int]], command: str, seconds: float,
-             rss: list[float], sampled: bool) -> str:
+             rss: list[float], sampled: bool, load: str) -> str:
     lines = [
         "# CETD: td, ctd and htd (word F1, bag of words, mean per page)", "",
         f"Command: `{command}`  ",
         f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; elapsed "
-        f"{seconds:.0f} s with {os.cpu_count()} cores shared with other work (times are "
-        "distorted by that load).  ",
+        f"{seconds:.0f} s; {load}.  ",
         ("Pages: a fixed random sample per dataset (see the command's --sample and --seed)."
          if sampled else "Pages: every labelled page of each dataset."), "",
         "| dataset | pages | td | ctd | htd | htd − ctd | htd median ms/page | failed td/ctd/htd |",
@@ -148,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tasks = [task for name in args.datasets.split(",") if name.strip()
              for task in sampled_tasks(name.strip(), args.sample, args.seed)]
-    start = time.perf_counter()
+    start, load_start = time.perf_counter(), os.getloadavg()
     outcomes: list[PageOutcome] = []
     with multiprocessing.get_context("spawn").Pool(args.processes) as pool:
         for done, outcome in enumerate(pool.imap_unordered(evaluate_page, tasks), 1):
@@ -161,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     table = summarize(outcomes)
     rss = [o.browser_rss_mb for o in outcomes if o.browser_rss_mb > 0]
     command = command_line(__file__, argv)
-    write_results(args.out, "htd", markdown(table, command, seconds, rss, bool(args.sample)), {
+    write_results(args.out, "htd", markdown(table, command, seconds, rss, bool(args.sample),
+                                                  load_note(load_start)), {
         "command": command, "seconds": round(seconds, 1), "summary": table,
         "browser_rss_mb": {"median": round(statistics.median(rss), 1) if rss else None,
                            "max": round(max(rss), 1) if rss else None},
