@@ -23,7 +23,10 @@ exactly), with lines as its sentences and the project's scoring tokenizer
 (shared.tokens), since rouge-score's own tokenizer drops every character outside
 a-z and 0-9 and so every non-Latin word. rouge-score fills its LCS tables cell by
 cell in Python, a tenth of a second to seconds per page; here numpy fills one
-table row for all candidate lines at once.
+table row for all candidate lines at once, and only where the union can still grow:
+a gold line held whole by one extract line needs no table (rapidfuzz gives the LCS
+lengths), lines are taken longest LCS first and dropped once they hold no token of a
+position still missing, and rows of tokens no line of a group has are not computed.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
+from rapidfuzz import process
+from rapidfuzz.distance import LCSseq
 
 from shared.tokens import tokenize
 
@@ -182,67 +187,131 @@ def _lcs_tables(ref: np.ndarray[Any, Any], cand: np.ndarray[Any, Any],
     own (`zero` marks them, token -1) that stays 0, so row i of the result is row i
     of every line's own table side by side. A row is max(previous row, previous
     row shifted by one plus the match), then a running maximum within each line
-    (the `segment` offsets keep it from carrying across lines)."""
+    (the `segment` offsets keep it from carrying across lines). Every step writes
+    into arrays made once: a row costs a few numpy calls and no allocation."""
     table = np.zeros((len(ref) + 1, len(cand)), dtype=np.int32)
-    offset = segment.astype(np.int64) * (len(ref) + 1)
-    for i, token in enumerate(ref.tolist(), start=1):
-        above = table[i - 1]
-        diagonal = np.empty_like(above)
-        diagonal[0] = 0
-        diagonal[1:] = above[:-1]
-        best = np.maximum(above, diagonal + (cand == token))
-        best[zero] = 0
-        table[i] = np.maximum.accumulate(best + offset) - offset
+    matches = (ref[:, None] == cand[None, 1:]).astype(np.int32)
+    offset = segment.astype(np.int32) * np.int32(len(ref) + 1)
+    starts = np.flatnonzero(zero)
+    work = np.empty(len(cand), dtype=np.int32)
+    for i in range(1, len(ref) + 1):
+        above, row = table[i - 1], table[i]
+        np.add(above[:-1], matches[i - 1], out=row[1:])
+        np.maximum(row, above, out=row)
+        row[starts] = 0
+        np.add(row, offset, out=work)
+        np.maximum.accumulate(work, out=work)
+        np.subtract(work, offset, out=row)
     return table
 
 
-def _union_lcs(ref: list[int], lines: list[list[int]]) -> set[int]:
+class _Candidates:
+    """The extract's lines, prepared once for all gold lines: each as an array led by
+    its own zero column (token -1, see _lcs_tables), and which lines hold each token."""
+
+    def __init__(self, lines: list[list[int]]) -> None:
+        self.lines = lines
+        self.arrays = [np.asarray([-1, *line], dtype=np.int64) for line in lines]
+        self.sets = [set(line) for line in lines]
+        self.holding: dict[int, set[int]] = {}
+        for k, line in enumerate(lines):
+            for token in line:
+                self.holding.setdefault(token, set()).add(k)
+
+    def sharing(self, ref: list[int]) -> list[int]:
+        """The lines that hold a token of `ref`, in order (no other has an LCS with it)."""
+        found: set[int] = set()
+        for token in set(ref):
+            found |= self.holding.get(token, set())
+        return sorted(found)
+
+
+def _union_lcs(ref: list[int], candidates: _Candidates) -> set[int]:
     """Indices of `ref` in the union of its LCS with each candidate line, each LCS
     read out of its table as Lin's ROUGE-1.5.5 (and rouge-score) read it: from the
     end, a match when the tokens are equal, else left when the cell to the left is
     larger than the one above, else up."""
+    everything = set(range(len(ref)))
+    lines = candidates.lines
+    # The union does not depend on the order of the lines: the longest LCS (found in
+    # C by rapidfuzz) first, so that later lines can be dropped once the union holds
+    # every position whose token they have. A line whose LCS is all of `ref` makes
+    # the union complete, whichever path the readout takes.
+    sharing = candidates.sharing(ref)
+    lengths_found = process.cdist([ref], [lines[k] for k in sharing],
+                                  scorer=LCSseq.similarity)[0].tolist() if sharing else []
+    longest = sorted(zip(lengths_found, sharing, strict=True), reverse=True)
+    if longest and longest[0][0] == len(ref):
+        return everything
+    useful = [k for _, k in longest]
     union: set[int] = set()
+    missing = everything  # positions not in the union yet
     ref_array = np.asarray(ref, dtype=np.int64)
-    ref_set = set(ref)
-    useful = [line for line in lines if not ref_set.isdisjoint(line)]
     width = max(1, _TABLE_CELLS // (len(ref) + 1))
-    start = 0
-    while start < len(useful):
-        group: list[list[int]] = []
+    start, most = 0, 1
+    while start < len(useful) and missing:
+        # Groups of 1, 2, 4... lines: the first few lines often leave the rest nothing
+        # to add, and a group's table costs a numpy pass per row of `ref`.
+        group: list[int] = []
         columns = 0
-        while start < len(useful) and (not group or columns + len(useful[start]) + 1 <= width):
-            group.append(useful[start])
-            columns += len(useful[start]) + 1
+        while start < len(useful) and len(group) < most and (
+                not group or columns + len(lines[useful[start]]) + 1 <= width):
+            k = useful[start]
             start += 1
-        cand = np.concatenate([np.asarray([-1, *line], dtype=np.int64) for line in group])
-        lengths = np.array([len(line) + 1 for line in group])
+            if any(ref[p] in candidates.sets[k] for p in missing):
+                group.append(k)
+                columns += len(lines[k]) + 1
+        most *= 2
+        if not group:
+            break
+        cand = np.concatenate([candidates.arrays[k] for k in group])
+        lengths = np.array([len(lines[k]) + 1 for k in group])
         segment = np.repeat(np.arange(len(group)), lengths)
         zero = np.zeros(len(cand), dtype=bool)
         firsts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
         zero[firsts] = True
-        table = _lcs_tables(ref_array, cand, zero, segment)
+        # A row of `ref` whose token no line of the group has equals the row above:
+        # only the other rows are computed, and row[i] says where row i is.
+        held = set().union(*(candidates.sets[k] for k in group))
+        kept = np.fromiter((token in held for token in ref), dtype=bool, count=len(ref))
+        row = np.concatenate(([0], np.cumsum(kept))).tolist()
+        table = _lcs_tables(ref_array[kept], cand, zero, segment)
+        cell = table.item
         ends = (firsts + lengths - 1).tolist()
-        found = table[len(ref), ends].tolist()
-        for first, line, lcs in zip(firsts.tolist(), group, found, strict=True):
-            if lcs == 0:
-                continue
+        found = table[row[len(ref)], ends].tolist()
+        for first, k, lcs in zip(firsts.tolist(), group, found, strict=True):
+            line, line_set = lines[k], candidates.sets[k]
             # This line's LCS can only add positions whose token the line holds: when
             # the union has all of them already, reading it out changes nothing.
-            line_set = set(line)
-            if all(i in union for i, token in enumerate(ref) if token in line_set):
+            targets = [p for p in missing if ref[p] in line_set]
+            if lcs == 0 or not targets:
                 continue
-            rows = table[:, first:first + len(line) + 1].tolist()
+            lowest = min(targets)
             i, j = len(ref), len(line)
-            # A cell of 0 has no match left above or to its left: the walk can stop.
-            while i > 0 and j > 0 and rows[i][j]:
-                if ref[i - 1] == line[j - 1]:
+            column = first + j
+            # The walk stops at a cell of 0 (no match left above or to its left) or
+            # past the last position it could still add. A row whose token the line
+            # lacks equals the row above: the walk always goes up through it.
+            tokens = candidates.arrays[k]
+            while i > lowest and j > 0 and cell(row[i], column):
+                if ref[i - 1] not in line_set:
+                    i -= 1
+                elif ref[i - 1] == line[j - 1]:
                     union.add(i - 1)
                     i -= 1
                     j -= 1
-                elif rows[i][j - 1] > rows[i - 1][j]:
-                    j -= 1
+                    column -= 1
+                elif cell(row[i], column - 1) > cell(row[i - 1], column):
+                    # Left, and on along the row while it stays a left step: to the
+                    # last column before it where the tokens match or the walk turns up.
+                    turns = np.flatnonzero(
+                        (table[row[i], first:column - 1] <= table[row[i - 1], first + 1:column])
+                        | (tokens[1:j] == ref[i - 1]))
+                    j = int(turns[-1]) + 1 if len(turns) else 0
+                    column = first + j
                 else:
                     i -= 1
+            missing = everything - union
     return union
 
 
@@ -267,10 +336,11 @@ def rouge_lsum_f1(gold: str, text: str) -> float | None:
     ref_left = Counter(token for line in ref_lines for token in line)
     cand_left = Counter(token for line in cand_lines for token in line)
     hits = 0
+    candidates = _Candidates(cand_lines)
     for ref in ref_lines:
         if not ref:
             continue
-        for index in sorted(_union_lcs(ref, cand_lines)):
+        for index in sorted(_union_lcs(ref, candidates)):
             token = ref[index]
             if ref_left[token] > 0 and cand_left[token] > 0:
                 hits += 1

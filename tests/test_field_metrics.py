@@ -91,6 +91,17 @@ def test_rouge_lsum_equals_rouge_score(scrapinghub: Path, published: Path) -> No
             gold, text = path.read_text(encoding="utf-8"), texts[path.stem]
             expected = reference.score(gold, text)["rougeLsum"].fmeasure
             assert rouge_lsum_f1(gold, text) == pytest.approx(expected, abs=1e-12), path.stem
+    for path in golds:  # no gold line whole in one extract line
+        gold = path.read_text(encoding="utf-8")
+        words = gold.split()
+        recut = ["\n".join(" ".join(words[i:i + 7]) for i in range(0, len(words), 7)),
+                 "\n".join(" ".join(words[::-1][i:i + 40]) for i in range(0, len(words), 40)),
+                 "\n".join(" ".join(line.split()[:len(line.split()) // 2]
+                                     + line.split()[len(line.split()) // 2 + 1:])
+                           for line in gold.splitlines())]  # each line's middle word gone
+        for text in recut:
+            expected = reference.score(gold, text)["rougeLsum"].fmeasure
+            assert rouge_lsum_f1(gold, text) == pytest.approx(expected, abs=1e-12), path.stem
 
 
 def test_rouge_lsum_scores_lines_in_any_script() -> None:
