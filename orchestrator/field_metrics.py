@@ -179,12 +179,12 @@ pages of 20,000 words would otherwise take most of a run's scoring time."""
 
 
 def _lcs_tables(ref: np.ndarray[Any, Any], cand: np.ndarray[Any, Any],
-                zero: np.ndarray[Any, Any], segment: np.ndarray[Any, Any]
+                firsts: np.ndarray[Any, Any], segment: np.ndarray[Any, Any]
                 ) -> np.ndarray[Any, Any]:
     """LCS tables of one reference line against several candidate lines at once.
 
     `cand` holds the candidate lines one after another, each led by a column of its
-    own (`zero` marks them, token -1) that stays 0, so row i of the result is row i
+    own (at `firsts`, token -1) that stays 0, so row i of the result is row i
     of every line's own table side by side. A row is max(previous row, previous
     row shifted by one plus the match), then a running maximum within each line
     (the `segment` offsets keep it from carrying across lines). Every step writes
@@ -192,13 +192,12 @@ def _lcs_tables(ref: np.ndarray[Any, Any], cand: np.ndarray[Any, Any],
     table = np.zeros((len(ref) + 1, len(cand)), dtype=np.int32)
     matches = (ref[:, None] == cand[None, 1:]).astype(np.int32)
     offset = segment.astype(np.int32) * np.int32(len(ref) + 1)
-    starts = np.flatnonzero(zero)
     work = np.empty(len(cand), dtype=np.int32)
     for i in range(1, len(ref) + 1):
         above, row = table[i - 1], table[i]
         np.add(above[:-1], matches[i - 1], out=row[1:])
         np.maximum(row, above, out=row)
-        row[starts] = 0
+        row[firsts] = 0
         np.add(row, offset, out=work)
         np.maximum.accumulate(work, out=work)
         np.subtract(work, offset, out=row)
@@ -238,9 +237,9 @@ def _union_lcs(ref: list[int], candidates: _Candidates) -> set[int]:
     # every position whose token they have. A line whose LCS is all of `ref` makes
     # the union complete, whichever path the readout takes.
     sharing = candidates.sharing(ref)
-    lengths_found = process.cdist([ref], [lines[k] for k in sharing],
-                                  scorer=LCSseq.similarity)[0].tolist() if sharing else []
-    longest = sorted(zip(lengths_found, sharing, strict=True), reverse=True)
+    lcs_lengths = process.cdist([ref], [lines[k] for k in sharing],
+                                scorer=LCSseq.similarity)[0].tolist() if sharing else []
+    longest = sorted(zip(lcs_lengths, sharing, strict=True), reverse=True)
     if longest and longest[0][0] == len(ref):
         return everything
     useful = [k for _, k in longest]
@@ -267,15 +266,13 @@ def _union_lcs(ref: list[int], candidates: _Candidates) -> set[int]:
         cand = np.concatenate([candidates.arrays[k] for k in group])
         lengths = np.array([len(lines[k]) + 1 for k in group])
         segment = np.repeat(np.arange(len(group)), lengths)
-        zero = np.zeros(len(cand), dtype=bool)
         firsts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        zero[firsts] = True
         # A row of `ref` whose token no line of the group has equals the row above:
         # only the other rows are computed, and row[i] says where row i is.
         held = set().union(*(candidates.sets[k] for k in group))
         kept = np.fromiter((token in held for token in ref), dtype=bool, count=len(ref))
         row = np.concatenate(([0], np.cumsum(kept))).tolist()
-        table = _lcs_tables(ref_array[kept], cand, zero, segment)
+        table = _lcs_tables(ref_array[kept], cand, firsts, segment)
         cell = table.item
         ends = (firsts + lengths - 1).tolist()
         found = table[row[len(ref)], ends].tolist()

@@ -3,10 +3,9 @@
 A member's answer is its text and blocks (what /extract returns) or nothing: a member
 that is not installed, fails on the page, is down, answers after its time limit or
 answers as another service is a missing feature of the combiner, never an error of
-the ensemble. Over HTTP every
-member's request is written first, the ensemble's own features are computed while
-the members work in their own processes, and the replies are read last, so the page
-costs about the slowest member's time, not the sum of all.
+the ensemble. Over HTTP every member's request is written first, the ensemble's own
+features are computed while the members work in their own processes, and the replies
+are read last, so the page costs about the slowest member's time, not the sum of all.
 """
 
 from __future__ import annotations
