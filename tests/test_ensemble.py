@@ -4,6 +4,7 @@ going down one by one (real processes), and the model file replaying its trainin
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 
 from orchestrator.launcher import LocalStack, free_port
 from orchestrator.scoring import bag_f1
+from services.ensemble import cache
 from services.ensemble.extractor import ALGORITHM, EnsembleOptions
 from services.ensemble.features import (
     MEMBER_FIGURES,
@@ -33,7 +35,7 @@ from services.ensemble.model import default_model
 from services.fusion.features import FEATURES as FUSION_FEATURES
 from services.fusion.features import page_features
 from shared.contract import Block, ExtractReply, ServiceInfo
-from shared.datasets import dataset_dir
+from shared.datasets import REPO_ROOT, dataset_dir
 from shared.training import load_page
 from tests.helpers import dataset_pages
 
@@ -251,3 +253,40 @@ def test_a_member_url_that_reaches_another_service_is_a_missing_member() -> None
     assert answer.text is None
     assert answer.error == f"{urls[0]} is the 'trafilatura' service, not 'readability'"
     assert named.text == "two"
+
+
+def test_training_cache_asks_a_member_again_when_its_folder_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retrained model or edited extractor keeps the version string, so the cached
+    answers are keyed on the member's files too; compiled files do not count."""
+    root = tmp_path / "repository"
+    shutil.copytree(REPO_ROOT / "services" / "bte", root / "services" / "bte",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "REPO_ROOT", root)
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
+    dataset = tmp_path / "set"
+    (dataset / "html").mkdir(parents=True)
+    (dataset / "content").mkdir()
+    (dataset / "html" / "a.html").write_text(
+        "<html><body><p>" + "A paragraph of plain words for the member. " * 5
+        + "</p><p><a href='/'>Home</a></p></body></html>", encoding="utf-8")
+    (dataset / "content" / "a.txt").write_text("A paragraph", encoding="utf-8")
+
+    def ask() -> tuple[list[str], MemberAnswer]:
+        said: list[str] = []
+        answers = cache.member_answers([dataset], ["bte"], 1, said.append)
+        return said, answers[("set", "a")]["bte"]
+
+    said, first = ask()
+    assert said == ["set: computing bte on 1 pages"]
+    assert first.text is not None
+    assert "plain words" in first.text
+    said, again = ask()
+    assert said == []
+    assert again.text == first.text
+    (root / "services" / "bte" / "__pycache__").mkdir()
+    (root / "services" / "bte" / "__pycache__" / "x.pyc").write_bytes(b"compiled")
+    assert ask()[0] == []
+    with (root / "services" / "bte" / "extractor.py").open("a", encoding="utf-8") as file:
+        file.write("\n# edited\n")
+    assert ask()[0] == ["set: computing bte on 1 pages"]

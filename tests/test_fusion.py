@@ -150,6 +150,18 @@ def test_stopword_density_uses_the_page_language() -> None:
     assert page.matrix[2, column("stopword_density")] == 0  # "Sport"
 
 
+def test_hidden_elements_are_not_blocks() -> None:
+    """A browser does not draw display:none, visibility:hidden or `hidden` elements (here
+    a schema.org copy of the article, as news sites embed it), so they are not page text."""
+    hidden = ('<div style="display: none" itemscope><div itemprop="articleBody">'
+              f'{" ".join(ARTICLE)}</div></div><p hidden>Hidden teaser text</p>'
+              '<div style="visibility:hidden"><p>Invisible promotion</p></div>')
+    page = page_features(PAGE.replace("</body>", f"{hidden}</body>"))
+    texts = [block.text for block in page.blocks]
+    assert texts == [block.text for block in page_features(PAGE).blocks]
+    assert ALGORITHM.run(PAGE.replace("</body>", f"{hidden}</body>")).text.count(ARTICLE[0]) == 1
+
+
 def test_empty_and_odd_pages_have_no_rows() -> None:
     for html in ("", "<html></html>", "<p></p>", "<script>var a = 1;</script>"):
         page = page_features(html)

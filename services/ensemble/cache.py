@@ -5,7 +5,9 @@ every page of every dataset; running ten extractors over all pages takes many CP
 minutes, so the answers (text, blocks, CPU milliseconds) are computed in a process
 pool, in this process's way of reaching members (in-process, default options), and
 stored per dataset and member under a git-ignored folder. A stored file is reused
-while the member's version and the dataset's page ids are unchanged.
+while the member's version, the files of its service folder and of the folders it
+uses (code and model), and the dataset's page ids are unchanged: a retrained fusion
+model is a new member even though its version string is the package's.
 
 Training only: the service never reads this cache.
 """
@@ -67,9 +69,25 @@ def _cache_file(dataset: Path, member: str) -> Path:
     return CACHE_DIR / dataset.name / f"{member}.json.gz"
 
 
+def _member_files_digest(member: str) -> str:
+    """sha256 over the member's service folder and the folders it uses (paths and
+    bytes, compiled files left out)."""
+    entry = SERVICES.get(member)
+    folders = (member, *(entry.uses if entry else ()))
+    digest = hashlib.sha256()
+    for folder in folders:
+        root = REPO_ROOT / "services" / folder
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(f"{path.relative_to(REPO_ROOT)}\n".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def _key(dataset: Path, member: str) -> str:
     ids = "\n".join(page_ids(dataset))
-    return hashlib.sha256(f"{_member_version(member)}\n{ids}".encode()).hexdigest()
+    member_id = f"{_member_version(member)}\n{_member_files_digest(member)}"
+    return hashlib.sha256(f"{member_id}\n{ids}".encode()).hexdigest()
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -3,7 +3,10 @@ side by side.
 
 One parse and one walk: shared.flatpage.flatten_html turns the page (lexbor's HTML5
 tree) into plain lists with the class and id attributes, and every figure below is
-read from those lists. An element's subtree is the index range i..last[i], so "inside
+read from those lists. Elements a browser would not draw (a `hidden` attribute, an
+inline display:none or visibility:hidden) are left out as CETD leaves them out: news
+pages often hold a hidden schema.org copy of the article, which is never the page's
+text. An element's subtree is the index range i..last[i], so "inside
 a <nav>", "characters below", "link tags below" or "depth" are prefix sums over all
 elements at once (numpy), not walks of the tree; Python loops run over the blocks
 only. Blocks are the FlatPage's blocks, cut as shared.html.text_blocks cuts them. Per
@@ -360,7 +363,7 @@ def _window_sum(values: Matrix, half: int) -> Matrix:
 
 def page_features(html: str) -> PageFeatures:
     """Parse and flatten once and compute every block's features (module docstring)."""
-    page = flatten_html(html, attributes=True)
+    page = flatten_html(html, drop_hidden=True, attributes=True)
     all_texts, _ = page.block_texts()
     chosen = [i for i, text in enumerate(all_texts) if text]
     flat = [page.blocks[i] for i in chosen]
