@@ -257,11 +257,13 @@ def test_a_member_url_that_reaches_another_service_is_a_missing_member() -> None
 
 def test_training_cache_asks_a_member_again_when_its_folder_changes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A retrained model or edited extractor keeps the version string, so the cached
-    answers are keyed on the member's files too; compiled files do not count."""
+    """A retrained model or an edited extractor or shared module keeps the version
+    string, so the cached answers are keyed on those files too; compiled files do not
+    count."""
     root = tmp_path / "repository"
-    shutil.copytree(REPO_ROOT / "services" / "bte", root / "services" / "bte",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("services/bte", "shared"):
+        shutil.copytree(REPO_ROOT / folder, root / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(cache, "REPO_ROOT", root)
     monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
     dataset = tmp_path / "set"
@@ -287,6 +289,7 @@ def test_training_cache_asks_a_member_again_when_its_folder_changes(
     (root / "services" / "bte" / "__pycache__").mkdir()
     (root / "services" / "bte" / "__pycache__" / "x.pyc").write_bytes(b"compiled")
     assert ask()[0] == []
-    with (root / "services" / "bte" / "extractor.py").open("a", encoding="utf-8") as file:
-        file.write("\n# edited\n")
-    assert ask()[0] == ["set: computing bte on 1 pages"]
+    for edited in ("services/bte/extractor.py", "shared/flatpage.py"):
+        with (root / edited).open("a", encoding="utf-8") as file:
+            file.write("\n# edited\n")
+        assert ask()[0] == ["set: computing bte on 1 pages"], edited

@@ -169,12 +169,15 @@ def _rows(store: Path, run_id: str) -> dict[tuple[str, str], str]:
 
 def test_the_orchestrator_killed_mid_run_resumes_without_losing_or_redoing_pages(
         tmp_path: Path, orchestrator: Orchestrator) -> None:
-    body = {"pages": _inline_pages(6), "services": SERVICES}
+    # Enough pages that the run is still going when the kill lands: the sample's pages
+    # are small, and 156 results could all be in before the poll saw 20.
+    copies = 40
+    body = {"pages": _inline_pages(copies), "services": SERVICES}
     run_id = httpx.post(f"{orchestrator.url}/runs", json=body, timeout=30).json()["id"]
     orchestrator.wait(run_id, until="running", min_done=20)
     orchestrator.kill()
     before = _rows(tmp_path / "store.sqlite", run_id)
-    total = 13 * 6 * len(SERVICES)
+    total = 13 * copies * len(SERVICES)
     assert 20 <= len(before) < total
     orchestrator.start()  # same store: the run is picked up again
     run = orchestrator.wait(run_id)

@@ -23,9 +23,10 @@ from services.resiliparse.extractor import ResiliparseOptions
 from services.trafilatura.direct import trafilatura_direct
 from services.trafilatura.extractor import ALGORITHM as TRAFILATURA
 from services.trafilatura.extractor import TrafilaturaOptions
-from shared.blockmap import block_support, label_blocks
+from shared.blockmap import block_support, text_extraction
 from shared.contract import Algorithm
-from shared.html import parse_html, text_blocks, visible_text
+from shared.flatpage import flatten_html
+from shared.html import parse_html, visible_text
 from shared.tokens import tokenize
 from tests.helpers import LIBRARY_ARTICLE, dataset_pages
 
@@ -53,6 +54,11 @@ ODD_PAGES = {
 }
 
 
+def visible_blocks(html: str) -> list[str]:
+    """The page's visible block texts, as bte, cetd and fusion cut them."""
+    return [text for text in flatten_html(html, drop_hidden=True).block_texts()[0] if text]
+
+
 def signature_defaults(function: object) -> dict[str, object]:
     return {name: p.default for name, p in inspect.signature(function).parameters.items()}  # type: ignore[arg-type]
 
@@ -78,8 +84,7 @@ def test_built_article_is_content_and_navigation_is_not(name: str) -> None:
 def test_real_pages_give_content_and_blocks_cover_the_page(name: str, scrapinghub: Path) -> None:
     for html, gold in dataset_pages(scrapinghub, step=45):
         reply = PEERS[name].run(html)
-        page_blocks = [b.text for b in text_blocks(parse_html(html))]
-        assert [b.text for b in reply.blocks] == page_blocks
+        assert [b.text for b in reply.blocks] == visible_blocks(html)
         assert reply.text.strip()
         assert any(b.is_content for b in reply.blocks)
         assert bag_f1(reply.text, gold) > 0.3
@@ -90,7 +95,7 @@ def test_real_pages_give_content_and_blocks_cover_the_page(name: str, scrapinghu
 def test_odd_pages_never_raise(name: str, page: str) -> None:
     html = ODD_PAGES[page]
     reply = PEERS[name].run(html)
-    assert [b.text for b in reply.blocks] == [b.text for b in text_blocks(parse_html(html))]
+    assert [b.text for b in reply.blocks] == visible_blocks(html)
     if page in ("xml_declaration", "control_chars"):
         assert "volunteers carried" in reply.text.lower()
 
@@ -160,12 +165,13 @@ def test_block_support_is_the_aligned_share_of_each_block() -> None:
     texts = ["alpha beta gamma delta", "menu home contact", "epsilon zeta", "!!"]
     support = block_support(texts, tokenize("alpha beta gamma epsilon zeta eta"))
     assert support == [0.75, 0.0, 1.0, 0.0]
-    page = parse_html("<body><p>alpha beta gamma delta</p><p>menu home contact</p>"
-                      "<p>alpha beta</p><p>gamma</p></body>")
-    labelled = label_blocks(text_blocks(page), "alpha beta gamma delta gamma")
+    page = ("<body><p>alpha beta gamma delta</p><p>menu home contact</p>"
+            "<p>alpha beta</p><p>gamma</p><p hidden>alpha beta gamma delta</p></body>")
+    labelled = text_extraction(page, "alpha beta gamma delta gamma").blocks
     # The one LCS aligns the repeated words once, where their order fits.
-    assert [b.is_content for b in labelled] == [True, False, False, True]
+    assert [b.is_content for b in labelled] == [True, False, False, True]  # hidden: no block
     assert labelled[0].score == 1.0
+    assert [b.path for b in labelled] == [f"/html/body/p[{i}]" for i in range(1, 5)]
 
 
 def test_peers_are_algorithms() -> None:

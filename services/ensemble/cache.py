@@ -5,9 +5,10 @@ every page of every dataset; running ten extractors over all pages takes many CP
 minutes, so the answers (text, blocks, CPU milliseconds) are computed in a process
 pool, in this process's way of reaching members (in-process, default options), and
 stored per dataset and member under a git-ignored folder. A stored file is reused
-while the member's version, the files of its service folder and of the folders it
-uses (code and model), and the dataset's page ids are unchanged: a retrained fusion
-model is a new member even though its version string is the package's.
+while the member's version, the files of its service folder, of the folders it uses
+and of shared/ (code and model), and the dataset's page ids are unchanged: a retrained
+fusion model or a change to the blocks every peer is labelled on makes new answers
+even though the version strings stay the package's and the libraries'.
 
 Training only: the service never reads this cache.
 """
@@ -70,13 +71,13 @@ def _cache_file(dataset: Path, member: str) -> Path:
 
 
 def _member_files_digest(member: str) -> str:
-    """sha256 over the member's service folder and the folders it uses (paths and
-    bytes, compiled files left out)."""
+    """sha256 over the member's service folder, the folders it uses and shared/ (paths
+    and bytes, compiled files left out)."""
     entry = SERVICES.get(member)
-    folders = (member, *(entry.uses if entry else ()))
+    folders = [Path("services") / name for name in (member, *(entry.uses if entry else ()))]
     digest = hashlib.sha256()
-    for folder in folders:
-        root = REPO_ROOT / "services" / folder
+    for folder in (*folders, Path("shared")):
+        root = REPO_ROOT / folder
         for path in sorted(root.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
                 digest.update(f"{path.relative_to(REPO_ROOT)}\n".encode())

@@ -73,7 +73,7 @@ ALGORITHM = Algorithm(
     "https://github.com/buriy/python-readability",
     score=SUPPORT_SCORE,
     score_range=(0.0, 1.0),
-    path_tree="libxml2",
+    path_tree="html5",
     options_model=ReadabilityOptions,
     extract=extract,
 )

@@ -67,7 +67,7 @@ ALGORITHM = Algorithm(
     "resiliparse",
     score=SUPPORT_SCORE,
     score_range=(0.0, 1.0),
-    path_tree="libxml2",
+    path_tree="html5",
     options_model=ResiliparseOptions,
     extract=extract,
 )

@@ -23,9 +23,9 @@ import trafilatura
 from pydantic import Field
 from trafilatura.deduplication import LRUCache
 
-from shared.blockmap import SUPPORT_SCORE, label_blocks
+from shared.blockmap import SUPPORT_SCORE, text_extraction
 from shared.contract import Algorithm, Extraction, Options
-from shared.html import clean_text, parse_html, text_blocks
+from shared.html import clean_text, parse_html
 
 # trafilatura logs an error for every page it finds nothing in; those are results here.
 logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
@@ -74,9 +74,8 @@ def run_trafilatura(tree_or_html: lxml.html.HtmlElement | str, options: Trafilat
 
 
 def extract(html: str, options: TrafilaturaOptions, url: str | None = None) -> Extraction:
-    root = parse_html(html)
-    text = run_trafilatura(root if options.shared_parser else clean_text(html), options, url)
-    return Extraction(label_blocks(text_blocks(root), text), text=text)
+    source = parse_html(html) if options.shared_parser else clean_text(html)
+    return text_extraction(html, run_trafilatura(source, options, url))
 
 
 ALGORITHM = Algorithm(
@@ -89,7 +88,7 @@ ALGORITHM = Algorithm(
     "Text Discovery and Extraction (ACL 2021 demos); https://github.com/adbar/trafilatura",
     score=SUPPORT_SCORE,
     score_range=(0.0, 1.0),
-    path_tree="libxml2",
+    path_tree="html5",
     options_model=TrafilaturaOptions,
     extract=extract,
 )
