@@ -52,7 +52,7 @@ from shared.contract import Algorithm, Block, PageError
 from shared.datasets import DATASETS
 from shared.decoding import decode_html
 from shared.html import parse_html, text_blocks
-from shared.registry import SERVICES
+from shared.registry import SERVICES, code_digest
 
 BASELINE = "visible-text"
 RUN_ID = "quality"
@@ -178,21 +178,12 @@ def dataset_tasks(name: str, services: tuple[str, ...], limit: int | None,
     return tasks[:limit] if limit else tasks
 
 
-TRAINING_ONLY = frozenset({"training.py", "learners.py"})  # shared/ modules no service runs
-
-
 def code_hash(target: str) -> str:
-    """A hash of everything a service's results depend on in this repository: its own
-    folder (code and model files) and shared/ (but its training-only modules)."""
+    """A hash of everything a target's results depend on in this repository
+    (shared.registry.code_digest: its service's code and model files and shared/)."""
     name = parse_target(target)[0]
     digest = hashlib.sha256(target.encode())
-    folders = [REPO / "shared"] + ([REPO / "services" / name] if name != BASELINE else [])
-    for folder in folders:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts \
-                    and not (folder.name == "shared" and path.name in TRAINING_ONLY):
-                digest.update(str(path.relative_to(REPO)).encode())
-                digest.update(path.read_bytes())
+    digest.update(code_digest(None if name == BASELINE else name).encode())
     return digest.hexdigest()[:20]
 
 

@@ -10,12 +10,15 @@ service is added here once (CONTRIBUTING.md's checklist) and gets the rest for f
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from shared.contract import Algorithm
+from shared.datasets import REPO_ROOT
 
 
 class InputPage(Protocol):
@@ -120,6 +123,26 @@ SERVICES: dict[str, ServiceEntry] = {
                               "readability", "resiliparse")),
     )
 }
+
+
+# shared/ modules only training runs: no service's answers depend on them.
+TRAINING_ONLY = frozenset({"training.py", "learners.py"})
+
+
+def code_digest(service: str | None, root: Path = REPO_ROOT) -> str:
+    """sha256 (hex) over the files under `root` that a service's answers depend on: its
+    folder and the folders it uses (code and model files), and shared/ but its
+    training-only modules; for None, shared/ alone. Compiled files are left out. Caches
+    of answers key on it, since a retrained model or edited code keeps the version."""
+    names = () if service is None else (service, *SERVICES[service].uses)
+    digest = hashlib.sha256()
+    for folder in (*(Path("services") / name for name in names), Path("shared")):
+        for path in sorted((root / folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts \
+                    and not (folder.name == "shared" and path.name in TRAINING_ONLY):
+                digest.update(f"{path.relative_to(root)}\n".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def get_service(name: str) -> ServiceEntry:

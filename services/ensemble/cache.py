@@ -5,10 +5,10 @@ every page of every dataset; running ten extractors over all pages takes many CP
 minutes, so the answers (text, blocks, CPU milliseconds) are computed in a process
 pool, in this process's way of reaching members (in-process, default options), and
 stored per dataset and member under a git-ignored folder. A stored file is reused
-while the member's version, the files of its service folder, of the folders it uses
-and of shared/ (code and model), and the dataset's page ids are unchanged: a retrained
-fusion model or a change to the blocks every peer is labelled on makes new answers
-even though the version strings stay the package's and the libraries'.
+while the member's version, its code and model files (shared.registry.code_digest)
+and the dataset's page ids are unchanged: a retrained fusion model or a change to the
+blocks every peer is labelled on makes new answers even though the version strings
+stay the package's and the libraries'.
 
 Training only: the service never reads this cache.
 """
@@ -29,7 +29,7 @@ from services.ensemble.members import MemberAnswer, ask_in_process
 from shared.contract import Block
 from shared.datasets import REPO_ROOT
 from shared.decoding import NotHTMLError
-from shared.registry import SERVICES
+from shared.registry import SERVICES, code_digest
 from shared.training import load_page, page_ids
 
 CACHE_DIR = REPO_ROOT / ".cache" / "ensemble-members"
@@ -70,24 +70,9 @@ def _cache_file(dataset: Path, member: str) -> Path:
     return CACHE_DIR / dataset.name / f"{member}.json.gz"
 
 
-def _member_files_digest(member: str) -> str:
-    """sha256 over the member's service folder, the folders it uses and shared/ (paths
-    and bytes, compiled files left out)."""
-    entry = SERVICES.get(member)
-    folders = [Path("services") / name for name in (member, *(entry.uses if entry else ()))]
-    digest = hashlib.sha256()
-    for folder in (*folders, Path("shared")):
-        root = REPO_ROOT / folder
-        for path in sorted(root.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(f"{path.relative_to(REPO_ROOT)}\n".encode())
-                digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 def _key(dataset: Path, member: str) -> str:
     ids = "\n".join(page_ids(dataset))
-    member_id = f"{_member_version(member)}\n{_member_files_digest(member)}"
+    member_id = f"{_member_version(member)}\n{code_digest(member, REPO_ROOT)}"
     return hashlib.sha256(f"{member_id}\n{ids}".encode()).hexdigest()
 
 
