@@ -24,7 +24,7 @@ from shared.flatpage import flatten_html, tree_details
 from shared.tokens import tokenize
 
 CONTENT_SHARE = 0.5
-# /info's `score` of the services whose blocks label_blocks marks.
+# /info's `score` of the services whose blocks text_extraction marks.
 SUPPORT_SCORE = ("The share of the block's tokens that align with the library's output text "
                  "(one longest common subsequence over the page); content above one half.")
 
@@ -48,23 +48,16 @@ def token_support(tokens_per_block: Sequence[Sequence[str]], reference: Sequence
     return shares
 
 
-def label_blocks(texts: Sequence[str], paths: Sequence[str | None], reference_text: str,
-                 share: float = CONTENT_SHARE) -> list[Block]:
-    """Contract blocks of these texts and paths: content when more than `share` of the
-    block's tokens align with the reference text; the block's support is its score."""
-    support = block_support(texts, tokenize(reference_text))
-    return [
-        Block(text=text, is_content=s > share, score=round(s, 4), path=path)
-        for text, path, s in zip(texts, paths, support, strict=True)
-    ]
-
-
 def text_extraction(html: str, text: str) -> Extraction:
     """A peer library's output text as an extraction: the text as it is, and the page's
-    visible blocks (module docstring) marked content where they support it."""
+    visible blocks (module docstring) marked content where they support it: when more
+    than CONTENT_SHARE of their tokens align with the text, their support their score."""
     page = flatten_html(html, drop_hidden=True)
     all_texts, _ = page.block_texts()
-    kept = [(block_text, page.path(block.container))
+    kept = [(block.container, block_text)
             for block, block_text in zip(page.blocks, all_texts, strict=True) if block_text]
-    blocks = label_blocks([t for t, _ in kept], [p for _, p in kept], text)
+    support = block_support([block_text for _, block_text in kept], tokenize(text))
+    blocks = [Block(text=block_text, is_content=s > CONTENT_SHARE, score=round(s, 4),
+                    path=page.path(container))
+              for (container, block_text), s in zip(kept, support, strict=True)]
     return Extraction(blocks, text=text, details=tree_details(page.tree))

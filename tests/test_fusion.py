@@ -156,10 +156,10 @@ def test_hidden_elements_are_not_blocks() -> None:
     hidden = ('<div style="display: none" itemscope><div itemprop="articleBody">'
               f'{" ".join(ARTICLE)}</div></div><p hidden>Hidden teaser text</p>'
               '<div style="visibility:hidden"><p>Invisible promotion</p></div>')
-    page = page_features(PAGE.replace("</body>", f"{hidden}</body>"))
-    texts = [block.text for block in page.blocks]
+    with_hidden = PAGE.replace("</body>", f"{hidden}</body>")
+    texts = [block.text for block in page_features(with_hidden).blocks]
     assert texts == [block.text for block in page_features(PAGE).blocks]
-    assert ALGORITHM.run(PAGE.replace("</body>", f"{hidden}</body>")).text.count(ARTICLE[0]) == 1
+    assert ALGORITHM.run(with_hidden).text.count(ARTICLE[0]) == 1
 
 
 def test_empty_and_odd_pages_have_no_rows() -> None:
