@@ -18,8 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import Field
+
 from shared.alignment import aligned_mask
-from shared.contract import Block, Extraction
+from shared.contract import Block, Extraction, Options
 from shared.flatpage import flatten_html, tree_details
 from shared.tokens import tokenize
 
@@ -27,6 +29,15 @@ CONTENT_SHARE = 0.5
 # /info's `score` of the services whose blocks text_extraction marks.
 SUPPORT_SCORE = ("The share of the block's tokens that align with the library's output text "
                  "(one longest common subsequence over the page); content above one half.")
+
+
+class TextPeerOptions(Options):
+    """Base of the options of a service whose blocks text_extraction marks."""
+
+    blocks: bool = Field(
+        True, description="False: the library's text alone, with an empty block list. For "
+        "callers that map the text onto blocks themselves (the ensemble does); it saves "
+        "the page's second parse and the alignment.")
 
 
 def block_support(block_texts: Sequence[str], reference: Sequence[str]) -> list[float]:
@@ -48,16 +59,19 @@ def token_support(tokens_per_block: Sequence[Sequence[str]], reference: Sequence
     return shares
 
 
-def text_extraction(html: str, text: str) -> Extraction:
+def text_extraction(html: str, text: str, blocks: bool = True) -> Extraction:
     """A peer library's output text as an extraction: the text as it is, and the page's
     visible blocks (module docstring) marked content where they support it: when more
-    than CONTENT_SHARE of their tokens align with the text, their support their score."""
+    than CONTENT_SHARE of their tokens align with the text, their support their score.
+    `blocks` False: no blocks (TextPeerOptions.blocks)."""
+    if not blocks:
+        return Extraction([], text=text)
     page = flatten_html(html, drop_hidden=True)
     all_texts, _ = page.block_texts()
     kept = [(block.container, block_text)
             for block, block_text in zip(page.blocks, all_texts, strict=True) if block_text]
     support = block_support([block_text for _, block_text in kept], tokenize(text))
-    blocks = [Block(text=block_text, is_content=s > CONTENT_SHARE, score=round(s, 4),
+    marked = [Block(text=block_text, is_content=s > CONTENT_SHARE, score=round(s, 4),
                     path=page.path(container))
               for (container, block_text), s in zip(kept, support, strict=True)]
-    return Extraction(blocks, text=text, details=tree_details(page.tree))
+    return Extraction(marked, text=text, details=tree_details(page.tree))

@@ -70,6 +70,10 @@ class ServiceEntry:
     a test page besides the HTML, such as a feed; raises MissingInputError."""
     start_period_s: int = 60
     """How long its container may take to start before a failed health check counts."""
+    text_peer: bool = False
+    """A library that returns text: its blocks are that text mapped onto the page's
+    visible blocks (shared.blockmap), and its options take `blocks: false` for the text
+    alone, which a caller that maps the text itself (the ensemble) asks for."""
 
     @property
     def module(self) -> str:
@@ -111,9 +115,9 @@ SERVICES: dict[str, ServiceEntry] = {
         ServiceEntry("cetd", 8004, debian_packages=("chromium",), init="tini"),
         ServiceEntry("density", 8005),
         ServiceEntry("rss", 8006, input_hook="services.rss.inputs:feed_options"),
-        ServiceEntry("trafilatura", 8007),
-        ServiceEntry("readability", 8008),
-        ServiceEntry("resiliparse", 8009),
+        ServiceEntry("trafilatura", 8007, text_peer=True),
+        ServiceEntry("readability", 8008, text_peer=True),
+        ServiceEntry("resiliparse", 8009, text_peer=True),
         # fusion computes the bte and cetd measures and reads jusText's stoplists.
         ServiceEntry("fusion", 8010, uses=("bte", "cetd", "justext")),
         # The ensemble computes fusion's block features and asks its members over HTTP

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from statistics import fmean
+from typing import ClassVar
 
 import httpx
 import numpy as np
@@ -36,6 +37,7 @@ from services.fusion.features import FEATURES as FUSION_FEATURES
 from services.fusion.features import page_features
 from shared.contract import Block, ExtractReply, ServiceInfo
 from shared.datasets import REPO_ROOT, dataset_dir
+from shared.registry import SERVICES
 from shared.training import load_page
 from tests.helpers import dataset_pages
 
@@ -54,6 +56,25 @@ def test_a_members_answer_is_mapped_onto_the_pages_blocks() -> None:
     assert figures.support.tolist() == [1.0, 0.5, 0.0]
     assert figures.own_label.tolist() == [1.0, 0.0, 0.0]
     assert figures.own_score.tolist() == [0.9, 0.2, MISSING]
+
+
+@pytest.mark.dataset
+def test_a_text_peers_label_and_score_are_the_ones_its_blocks_would_give(
+        scrapinghub: Path) -> None:
+    """A text peer is asked for its text alone; the figures made from it equal those made
+    from the blocks the peer returns when asked for them, on real pages."""
+    for html, _ in dataset_pages(scrapinghub, step=30):
+        page = page_features(html)
+        for peer in ("readability", "resiliparse"):
+            reply = SERVICES[peer].algorithm().run(html)
+            alone = member_figures(page, MemberAnswer(peer, reply.text, None))
+            matched = member_figures(page, MemberAnswer(f"{peer} blocks", reply.text,
+                                                        reply.blocks))
+            assert alone is not None
+            assert matched is not None
+            assert (matched.own_label != MISSING).all()  # every block matched one for one
+            np.testing.assert_array_equal(alone.own_label, matched.own_label)
+            np.testing.assert_array_equal(alone.own_score, matched.own_score)
 
 
 def test_a_missing_member_is_a_missing_feature_not_an_error() -> None:
@@ -173,16 +194,25 @@ class _Member(BaseHTTPRequestHandler):
     delay = 0.0
     hang_up = False
     algorithm: str | None = None  # the name its replies give, if any
+    known_options: tuple[str, ...] = ("blocks",)  # others are refused with 422
+    options_seen: ClassVar[list[dict[str, object]]] = []
 
     def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self.options_seen.append(request["options"])
+        if set(request["options"]) - set(self.known_options):
+            self._send(422, {"error": "invalid_options", "detail": "unknown option"})
+            return
         time.sleep(self.delay)
         reply = {"text": request["html"], "blocks": [
             {"text": request["html"], "is_content": True, "score": 0.75}]}
         if self.algorithm is not None:
             reply["algorithm"] = self.algorithm
+        self._send(200, reply)
+
+    def _send(self, status: int, reply: dict[str, object]) -> None:
         body = json.dumps(reply).encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
         self.end_headers()
@@ -239,6 +269,25 @@ def test_members_over_http_survive_closed_keep_alive_connections() -> None:
     answer = down.send(["a"], "four", None).collect()["a"]
     assert answer.text is None
     assert answer.error
+
+
+def test_text_peers_over_http_are_asked_for_text_alone_and_older_ones_again() -> None:
+    """readability (a text peer) gets `blocks: false`, cetd its defaults; a text peer
+    that refuses the option (an image older than it) is asked again with its defaults."""
+    class Current(_Member):
+        options_seen: ClassVar[list[dict[str, object]]] = []
+
+    class Older(_Member):
+        known_options = ()
+        options_seen: ClassVar[list[dict[str, object]]] = []
+
+    with _members(Current, Current, Older) as urls:
+        members = HttpMembers({"readability": urls[0], "cetd": urls[1],
+                               "trafilatura": urls[2]}, time_limit_s=5.0)
+        answers = members.send(["cetd", "trafilatura", "readability"], "one", None).collect()
+    assert [answers[m].text for m in ("cetd", "trafilatura", "readability")] == ["one"] * 3
+    assert sorted(Current.options_seen, key=len) == [{}, {"blocks": False}]
+    assert Older.options_seen == [{"blocks": False}, {}]
 
 
 def test_a_member_url_that_reaches_another_service_is_a_missing_member() -> None:

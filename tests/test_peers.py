@@ -23,10 +23,11 @@ from services.resiliparse.extractor import ResiliparseOptions
 from services.trafilatura.direct import trafilatura_direct
 from services.trafilatura.extractor import ALGORITHM as TRAFILATURA
 from services.trafilatura.extractor import TrafilaturaOptions
-from shared.blockmap import block_support, text_extraction
+from shared.blockmap import TextPeerOptions, block_support, text_extraction
 from shared.contract import Algorithm
 from shared.flatpage import flatten_html
 from shared.html import parse_html, visible_text
+from shared.registry import SERVICES
 from shared.tokens import tokenize
 from tests.helpers import LIBRARY_ARTICLE, dataset_pages
 
@@ -90,6 +91,24 @@ def test_real_pages_give_content_and_blocks_cover_the_page(name: str, scrapinghu
         assert bag_f1(reply.text, gold) > 0.3
 
 
+@pytest.mark.dataset
+@pytest.mark.parametrize("name", sorted(PEERS))
+def test_text_alone_is_the_same_text_without_blocks(name: str, scrapinghub: Path) -> None:
+    for html, _ in dataset_pages(scrapinghub, step=60):
+        full = PEERS[name].run(html)
+        alone = PEERS[name].run(html, {"blocks": False})
+        assert full.blocks
+        assert alone.blocks == []
+        assert alone.text == full.text
+
+
+def test_text_peers_in_the_registry_are_the_services_with_text_peer_options() -> None:
+    text_peers = {name for name, entry in SERVICES.items() if entry.text_peer}
+    assert text_peers == set(PEERS)
+    for name in PEERS:
+        assert issubclass(PEERS[name].options_model, TextPeerOptions)
+
+
 @pytest.mark.parametrize("name", sorted(PEERS))
 @pytest.mark.parametrize("page", sorted(ODD_PAGES))
 def test_odd_pages_never_raise(name: str, page: str) -> None:
@@ -104,12 +123,14 @@ def test_trafilatura_defaults_are_the_library_defaults() -> None:
     library = signature_defaults(trafilatura.extract)
     ours = TrafilaturaOptions().model_dump()
     assert ours.pop("shared_parser") is False  # ours: parse as the library does
+    assert ours.pop("blocks") is True  # ours: the page's blocks beside the text
     assert ours == {k: library[k] for k in ours}
 
 
 def test_readability_defaults_are_the_library_defaults() -> None:
     library = signature_defaults(Document.__init__)
     ours = ReadabilityOptions().model_dump()
+    assert ours.pop("blocks") is True  # ours: the page's blocks beside the text
     assert ours == {k: library[k] for k in ours}
 
 
@@ -119,6 +140,7 @@ def test_resiliparse_defaults_are_the_library_defaults_but_main_content() -> Non
     # The one documented difference: this service is the main-content extractor.
     assert library["main_content"] is False
     assert ours.pop("main_content") is True
+    assert ours.pop("blocks") is True  # ours: the page's blocks beside the text
     # The compiled function reports preserve_formatting's default as `...`: check it by use.
     assert extract_plain_text(ARTICLE_PAGE) == extract_plain_text(
         ARTICLE_PAGE, preserve_formatting=ours.pop("preserve_formatting"))

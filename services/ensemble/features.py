@@ -7,7 +7,10 @@ member's answer is mapped onto those blocks:
   longest common subsequence between the page's tokens and the member's, as
   shared.blockmap labels blocks from a text);
 - own label and score: the member's decision and score for the same block, where the
-  member returns blocks of its own (matched in document order by text);
+  member returns blocks of its own (matched in document order by text); a text peer's
+  blocks would be its text mapped onto these blocks by the same rule, so its label and
+  score are taken from its support here (shared.blockmap: content above one half, the
+  support rounded as the peer rounds it) and the peer is asked for its text alone;
 
 and a few figures over the members that answered (how many, their mean support, the
 share that keep the block, the mean support of the neighbouring blocks). A member that
@@ -25,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from services.ensemble.members import MemberAnswer
+from services.ensemble.members import MemberAnswer, is_text_peer
 from services.fusion.features import FEATURES as FUSION_FEATURES
 from services.fusion.features import PageFeatures
-from shared.blockmap import token_support
+from shared.blockmap import CONTENT_SHARE, token_support
 from shared.tokens import tokenize
 
 Matrix = npt.NDArray[np.float64]
@@ -68,7 +71,11 @@ def member_figures(page: PageFeatures, answer: MemberAnswer) -> MemberFigures | 
     if answer.text is None:
         return None
     n = len(page.blocks)
-    support = np.asarray(token_support(page.tokens, tokenize(answer.text)), dtype=np.float64)
+    shares = token_support(page.tokens, tokenize(answer.text))
+    support = np.asarray(shares, dtype=np.float64)
+    if is_text_peer(answer.member):
+        return MemberFigures(support, (support > CONTENT_SHARE).astype(np.float64),
+                             np.array([round(s, 4) for s in shares], dtype=np.float64))
     label = np.full(n, MISSING)
     score = np.full(n, MISSING)
     if answer.blocks:

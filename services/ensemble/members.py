@@ -6,6 +6,11 @@ answers as another service is a missing feature of the combiner, never an error 
 the ensemble. Over HTTP every member's request is written first, the ensemble's own
 features are computed while the members work in their own processes, and the replies
 are read last, so the page costs about the slowest member's time, not the sum of all.
+
+A text peer (trafilatura, readability, resiliparse: shared.registry's `text_peer`) is
+asked for its text alone: its blocks would be that text mapped onto the page's blocks,
+which the ensemble does itself (services/ensemble/features.py), so the member's
+second parse and alignment stay off the page's critical path.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -30,6 +36,8 @@ from shared.registry import SERVICES
 # why). Deployments give the ensemble these members' URLs.
 TRAINING_MEMBERS = ("justext", "boilerpipe", "bte", "cetd", "trafilatura", "readability",
                     "resiliparse")
+# A text peer's options for its text without blocks (shared.blockmap.TextPeerOptions).
+TEXT_ONLY = {"blocks": False}
 
 
 @dataclass(frozen=True)
@@ -58,11 +66,21 @@ def member_algorithm(name: str) -> Algorithm:
     return algorithm
 
 
+def is_text_peer(name: str) -> bool:
+    entry = SERVICES.get(name)
+    return entry is not None and entry.text_peer
+
+
+def member_options(name: str) -> dict[str, Any]:
+    """The options a member is asked with: its defaults, but a text peer's text alone."""
+    return dict(TEXT_ONLY) if is_text_peer(name) else {}
+
+
 def ask_in_process(name: str, html: str, url: str | None) -> MemberAnswer:
-    """Run a member's extractor here with its default options."""
+    """Run a member's extractor here with member_options."""
     started, wall = time.process_time(), time.perf_counter()
     try:
-        reply = member_algorithm(name).run(html, None, url)
+        reply = member_algorithm(name).run(html, member_options(name), url)
     except Exception as exc:  # a failing member is a missing feature
         return _failed(name, exc)
     return MemberAnswer(name, reply.text, reply.blocks,
@@ -135,30 +153,48 @@ class HttpMembers:
             conn.close()
 
     def send(self, names: Sequence[str], html: str, url: str | None) -> PendingAnswers:
-        """Write the request of every member in `names`; their time starts now."""
-        body = orjson.dumps({"html": html, "url": url, "options": {}})
+        """Write the request of every member in `names` (member_options); their time
+        starts now."""
+        plain = orjson.dumps({"html": html, "url": url, "options": {}})
+        text_only = (orjson.dumps({"html": html, "url": url, "options": TEXT_ONLY})
+                     if any(map(is_text_peer, names)) else plain)
         deadline = time.perf_counter() + self.time_limit_s
         failed: dict[str, MemberAnswer] = {}
-        sent: list[str] = []
+        sent: dict[str, bytes] = {}
         for name in names:
+            body = text_only if is_text_peer(name) else plain
             try:
                 self._write(name, body, deadline)
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(name)
                 failed[name] = _failed(name, exc)
                 continue
-            sent.append(name)
-        return PendingAnswers(self, sent, failed, deadline, body)
+            sent[name] = body
+        return PendingAnswers(self, sent, failed, deadline, plain)
 
     def _write(self, name: str, body: bytes, deadline: float) -> None:
         path = urlsplit(self.urls[name]).path.rstrip("/") + "/extract"
         conn = self._connection(name, max(deadline - time.perf_counter(), 1e-3))
         conn.request("POST", path, body=body, headers=self.headers)
 
-    def read(self, name: str, deadline: float, body: bytes) -> MemberAnswer:
+    def read(self, name: str, deadline: float, body: bytes, plain: bytes) -> MemberAnswer:
         """The member's reply to the request `send` wrote (`body`), waiting until
         `deadline`. A kept-alive connection that the member closed just as the request
-        went out gets the request once more on a new one."""
+        went out gets the request once more on a new one; a member that refuses the
+        text-only option (422: an image older than it) is asked again with `plain`, the
+        request with its default options."""
+        answer = self._read(name, deadline, body)
+        if body is not plain and answer.error is not None and answer.error.startswith(
+                "HTTP 422"):
+            try:
+                self._write(name, plain, deadline)
+            except (OSError, http.client.HTTPException) as exc:
+                self._drop(name)
+                return _failed(name, exc)
+            answer = self._read(name, deadline, plain)
+        return answer
+
+    def _read(self, name: str, deadline: float, body: bytes) -> MemberAnswer:
         for attempt in range(2):
             conn = self._connections()[name]
             try:
@@ -202,19 +238,20 @@ class HttpMembers:
 
 @dataclass(frozen=True)
 class PendingAnswers:
-    """Requests written to members (`sent`) and the members that could not be asked."""
+    """Requests written to members (`sent`: their bodies) and the members that could
+    not be asked; `plain`: the request with default options."""
 
     members: HttpMembers
-    sent: Sequence[str]
+    sent: Mapping[str, bytes]
     failed: Mapping[str, MemberAnswer]
     deadline: float
-    body: bytes
+    plain: bytes
 
     def collect(self) -> dict[str, MemberAnswer]:
         """Every member's answer: a reply read by the deadline, or why there is none."""
         answers = dict(self.failed)
-        for name in self.sent:
-            answers[name] = self.members.read(name, self.deadline, self.body)
+        for name, body in self.sent.items():
+            answers[name] = self.members.read(name, self.deadline, body, self.plain)
         return answers
 
 

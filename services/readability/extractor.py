@@ -18,13 +18,13 @@ from importlib.metadata import version
 from pydantic import Field
 from readability import Document
 
-from shared.blockmap import SUPPORT_SCORE, text_extraction
-from shared.contract import Algorithm, Extraction, Options
+from shared.blockmap import SUPPORT_SCORE, TextPeerOptions, text_extraction
+from shared.contract import Algorithm, Extraction
 from shared.html import clean_text, parse_html, visible_text
 
 logging.getLogger("readability").setLevel(logging.CRITICAL)
 
-class ReadabilityOptions(Options):
+class ReadabilityOptions(TextPeerOptions):
     """readability.Document's candidate thresholds and class/id hints; defaults are its own."""
 
     min_text_length: int = Field(
@@ -60,7 +60,7 @@ def run_readability(html: str, options: ReadabilityOptions, url: str | None) -> 
 
 def extract(html: str, options: ReadabilityOptions, url: str | None = None) -> Extraction:
     text = run_readability(html, options, url)
-    return text_extraction(html, text)
+    return text_extraction(html, text, options.blocks)
 
 
 ALGORITHM = Algorithm(

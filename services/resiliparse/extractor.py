@@ -17,12 +17,12 @@ from importlib.metadata import version
 from pydantic import Field
 from resiliparse.extract.html2text import extract_plain_text
 
-from shared.blockmap import SUPPORT_SCORE, text_extraction
-from shared.contract import Algorithm, Extraction, Options
+from shared.blockmap import SUPPORT_SCORE, TextPeerOptions, text_extraction
+from shared.contract import Algorithm, Extraction
 from shared.html import clean_text
 
 
-class ResiliparseOptions(Options):
+class ResiliparseOptions(TextPeerOptions):
     """extract_plain_text's options; defaults are its own except main_content (True here)."""
 
     main_content: bool = Field(True, description="Keep main content only (the point of this "
@@ -46,14 +46,14 @@ class ResiliparseOptions(Options):
 def run_resiliparse(html: str, options: ResiliparseOptions) -> str:
     """extract_plain_text with our options; '' where it fails."""
     try:
-        return str(extract_plain_text(clean_text(html), **options.model_dump()))
+        return str(extract_plain_text(clean_text(html), **options.model_dump(exclude={"blocks"})))
     except Exception:  # parser or selector errors on odd input are "nothing extracted"
         return ""
 
 
 def extract(html: str, options: ResiliparseOptions, url: str | None = None) -> Extraction:
     text = run_resiliparse(html, options)
-    return text_extraction(html, text)
+    return text_extraction(html, text, options.blocks)
 
 
 ALGORITHM = Algorithm(

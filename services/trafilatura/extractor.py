@@ -23,15 +23,15 @@ import trafilatura
 from pydantic import Field
 from trafilatura.deduplication import LRUCache
 
-from shared.blockmap import SUPPORT_SCORE, text_extraction
-from shared.contract import Algorithm, Extraction, Options
+from shared.blockmap import SUPPORT_SCORE, TextPeerOptions, text_extraction
+from shared.contract import Algorithm, Extraction
 from shared.html import clean_text, parse_html
 
 # trafilatura logs an error for every page it finds nothing in; those are results here.
 logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
 
 
-class TrafilaturaOptions(Options):
+class TrafilaturaOptions(TextPeerOptions):
     """trafilatura.extract's options that change which text is kept (defaults are its own),
     and our choice of parser."""
 
@@ -75,7 +75,7 @@ def run_trafilatura(tree_or_html: lxml.html.HtmlElement | str, options: Trafilat
 
 def extract(html: str, options: TrafilaturaOptions, url: str | None = None) -> Extraction:
     source = parse_html(html) if options.shared_parser else clean_text(html)
-    return text_extraction(html, run_trafilatura(source, options, url))
+    return text_extraction(html, run_trafilatura(source, options, url), options.blocks)
 
 
 ALGORITHM = Algorithm(
