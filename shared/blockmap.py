@@ -40,6 +40,12 @@ class TextPeerOptions(Options):
         "the page's second parse and the alignment.")
 
 
+def support_mark(share: float) -> tuple[bool, float]:
+    """A block's label and score from its support (the share of its tokens that align
+    with the text): content above CONTENT_SHARE, the share rounded as replies give it."""
+    return share > CONTENT_SHARE, round(share, 4)
+
+
 def block_support(block_texts: Sequence[str], reference: Sequence[str]) -> list[float]:
     """Share of each block's tokens that align with `reference` tokens (0.0 when it has none)."""
     return token_support([tokenize(text) for text in block_texts], reference)
@@ -61,8 +67,7 @@ def token_support(tokens_per_block: Sequence[Sequence[str]], reference: Sequence
 
 def text_extraction(html: str, text: str, blocks: bool = True) -> Extraction:
     """A peer library's output text as an extraction: the text as it is, and the page's
-    visible blocks (module docstring) marked content where they support it: when more
-    than CONTENT_SHARE of their tokens align with the text, their support their score.
+    visible blocks (module docstring) marked by their support of it (support_mark).
     `blocks` False: no blocks (TextPeerOptions.blocks)."""
     if not blocks:
         return Extraction([], text=text)
@@ -71,7 +76,8 @@ def text_extraction(html: str, text: str, blocks: bool = True) -> Extraction:
     kept = [(block.container, block_text)
             for block, block_text in zip(page.blocks, all_texts, strict=True) if block_text]
     support = block_support([block_text for _, block_text in kept], tokenize(text))
-    marked = [Block(text=block_text, is_content=s > CONTENT_SHARE, score=round(s, 4),
+    marked = [Block(text=block_text, is_content=is_content, score=score,
                     path=page.path(container))
-              for (container, block_text), s in zip(kept, support, strict=True)]
+              for (container, block_text), (is_content, score)
+              in zip(kept, map(support_mark, support), strict=True)]
     return Extraction(marked, text=text, details=tree_details(page.tree))

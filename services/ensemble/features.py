@@ -9,8 +9,8 @@ member's answer is mapped onto those blocks:
 - own label and score: the member's decision and score for the same block, where the
   member returns blocks of its own (matched in document order by text); a text peer's
   blocks would be its text mapped onto these blocks by the same rule, so its label and
-  score are taken from its support here (shared.blockmap: content above one half, the
-  support rounded as the peer rounds it) and the peer is asked for its text alone;
+  score are taken from its support here (shared.blockmap.support_mark, as the peer marks
+  its blocks) and the peer is asked for its text alone;
 
 and a few figures over the members that answered (how many, their mean support, the
 share that keep the block, the mean support of the neighbouring blocks). A member that
@@ -31,7 +31,7 @@ import numpy.typing as npt
 from services.ensemble.members import MemberAnswer, is_text_peer
 from services.fusion.features import FEATURES as FUSION_FEATURES
 from services.fusion.features import PageFeatures
-from shared.blockmap import CONTENT_SHARE, token_support
+from shared.blockmap import support_mark, token_support
 from shared.tokens import tokenize
 
 Matrix = npt.NDArray[np.float64]
@@ -74,8 +74,9 @@ def member_figures(page: PageFeatures, answer: MemberAnswer) -> MemberFigures | 
     shares = token_support(page.tokens, tokenize(answer.text))
     support = np.asarray(shares, dtype=np.float64)
     if is_text_peer(answer.member):
-        return MemberFigures(support, (support > CONTENT_SHARE).astype(np.float64),
-                             np.array([round(s, 4) for s in shares], dtype=np.float64))
+        marks = [support_mark(s) for s in shares]
+        return MemberFigures(support, np.array([m[0] for m in marks], dtype=np.float64),
+                             np.array([m[1] for m in marks], dtype=np.float64))
     label = np.full(n, MISSING)
     score = np.full(n, MISSING)
     if answer.blocks:
