@@ -1,7 +1,8 @@
 """Resident memory of each algorithm service as deployed: the whole process tree
 (uvicorn and its extraction workers, `BOILERBENCH_WORKERS` of them, 2 as in
 docker-compose.yml and the Kubernetes manifests) after warm-up and at its peak over a
-dataset's pages; and the orchestrator API's through a run. The Kubernetes manifests
+dataset's pages; and the orchestrator API's through a run (with its scoring processes,
+as many as in the Kubernetes manifests). The Kubernetes manifests
 (deploy/kubernetes) take their memory requests and limits from the JSON this writes.
 
     python benchmarks/service_memory.py [--services bte,cetd] [--dataset scrapinghub]
@@ -26,6 +27,7 @@ from pathlib import Path
 import httpx
 from common import require_dataset
 
+from orchestrator.kubernetes import SCORING_PROCESSES
 from orchestrator.launcher import LocalStack, free_port, wait_healthy
 from shared.registry import SERVICES
 from tests.processes import tree_memory_bytes
@@ -64,6 +66,7 @@ def measure_orchestrator(folder: Path, service: str = "bte") -> dict[str, float]
         env = {**os.environ, "BOILERBENCH_MODE": "http", "BOILERBENCH_SERVICES": service,
                "BOILERBENCH_URLS": json.dumps(stack.urls()),
                "BOILERBENCH_STORE": f"{data}/store.sqlite",
+               "BOILERBENCH_SCORING_PROCESSES": str(SCORING_PROCESSES),
                "BOILERBENCH_OUTPUT_FOLDER": f"{data}/results"}
         api = subprocess.Popen([sys.executable, "-m", "uvicorn", "orchestrator.api:app_factory",
                                 "--factory", "--port", str(port)], env=env,
@@ -118,7 +121,8 @@ def main() -> None:
              f"The process tree's resident set (uvicorn + {WORKERS} extraction workers) "
              f"after {WARM_UP_PAGES} pages and its peak over all {args.dataset} pages, "
              "sent one at a time as text/html; the orchestrator's row: its API process "
-             f"idle and at its peak through a run of bte over the {args.dataset} pages "
+             f"idle, and at its peak with its {SCORING_PROCESSES} scoring processes "
+             f"through a run of bte over the {args.dataset} pages "
              "(bte running beside it). deploy/kubernetes takes its memory requests "
              "and limits from these figures.", "",
              "| service | pages | RSS after warm-up MB | peak RSS MB |", "|---|---:|---:|---:|"]

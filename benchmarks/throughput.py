@@ -12,7 +12,7 @@ stored in a fresh SQLite store) through orchestrator.runner.execute_run:
   and stored, in turn, then the run's report written), with the runner's own
   scoring, store and output code;
 - `embedded-1`: `boilerbench run --in-process --workers 1`: the extractors in one
-  worker process at a time, scoring in the orchestrator's event loop;
+  worker process at a time, scoring in the run's scoring processes (one per core);
 - `embedded-2`: the same with 2 extractions at a time (one worker per service);
 - `local`: `boilerbench run --local`: every service its own uvicorn process on a
   free port (LocalStack, 1 extraction worker each), called over HTTP with the
@@ -356,7 +356,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         "in the concurrent modes); transport = round trip minus the extraction the "
         "service reports (HTTP or worker IPC, with queueing in the service). CPU ms/result: "
         "CPU seconds of all those processes per scored result, and of the orchestrator "
-        "process alone (scoring, preparing, storing, HTTP client): the cost of a result, "
+        "process alone (preparing, storing, HTTP client; the serial mode scores there too, "
+        "the others in scoring processes): the cost of a result, "
         "which other load on the machine blurs less than the wall time does. Cores idle "
         "and cores stolen: the whole machine's idle time (/proc/stat, with iowait) and "
         "steal time (its virtual cores waiting for the host's) over the wall time.",

@@ -108,6 +108,8 @@ def run(
     concurrency: Annotated[int | None, typer.Option(help="Requests in flight per service.")
                            ] = None,
     workers: Annotated[int | None, typer.Option(help="Processes of the in-process pool.")] = None,
+    scoring_processes: Annotated[int | None, typer.Option(
+        help="Processes that score the results (default: the cores, up to 8).")] = None,
     timeout: Annotated[float | None, typer.Option(help="Seconds per request.")] = None,
     retries: Annotated[int | None, typer.Option(help="Retries on connection errors/5xx.")
                        ] = None,
@@ -139,7 +141,8 @@ def run(
     cli: dict[str, Any] = {
         "dataset": dataset or None, "services": services, "output_folder": output,
         "urls": urls or None, "options": options or None, "mode": mode,
-        "concurrency": concurrency, "workers": workers, "timeout_s": timeout,
+        "concurrency": concurrency, "workers": workers,
+        "scoring_processes": scoring_processes, "timeout_s": timeout,
         "retries": retries, "store": store, "port_base": port_base,
     }
     config = _config(config_file, cli)

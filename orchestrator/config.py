@@ -47,7 +47,8 @@ Keys (file key; environment variable `BOILERBENCH_<KEY>`; CLI flag), default in 
   started by `boilerbench up --port-base N`: N + (registry port - first registry
   port) [none: the registry ports].
 - concurrency: requests in flight per service [4]. workers: processes of the
-  embedded pool [2]. timeout_s: time limit of one request [60]. retries: further
+  embedded pool [2]. scoring_processes: processes that score the results [the
+  cores, up to 8]. timeout_s: time limit of one request [60]. retries: further
   attempts after connection errors and 5xx replies [3]. backoff_s: first pause
   before a retry, doubled each time [0.5]. service_token: bearer token sent to the
   services [none].
@@ -100,8 +101,8 @@ _LIST_KEYS = {"services", "dataset"}
 # (shared/datasets.py reads BOILERBENCH_DATASETS; the services read HOST, PORT, TOKEN).
 _SIMPLE_KEYS = (
     "html_folder", "content_folder", "feeds_folder", "dataset_name", "dataset", "output_folder",
-    "store", "services", "mode", "concurrency", "workers", "timeout_s", "retries", "backoff_s",
-    "service_token", "port_base",
+    "store", "services", "mode", "concurrency", "workers", "scoring_processes", "timeout_s",
+    "retries", "backoff_s", "service_token", "port_base",
 )
 
 
@@ -152,6 +153,7 @@ class RunConfig(BaseSettings):
     port_base: int | None = Field(None, ge=1, le=65535)
     concurrency: int = Field(4, ge=1, le=256)
     workers: int = Field(2, ge=1, le=64)
+    scoring_processes: int | None = Field(None, ge=1, le=64)
     timeout_s: float = Field(60.0, gt=0)
     retries: int = Field(3, ge=0, le=20)
     backoff_s: float = Field(0.5, ge=0)
@@ -255,6 +257,8 @@ class RunConfig(BaseSettings):
             backend=backend or ("embedded" if self.mode == "embedded" else "http"),
             urls=self.service_urls, local=local, concurrency=self.concurrency,
             workers=self.workers,
+            **({} if self.scoring_processes is None
+               else {"scoring_processes": self.scoring_processes}),
             timeout_s=self.timeout_s, retries=self.retries, backoff_s=self.backoff_s,
             service_token=self.service_token, output_folder=str(self.output_folder.resolve()),
         )

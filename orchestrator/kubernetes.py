@@ -42,6 +42,9 @@ MAX_BODY_BYTES = 10 * 1024 * 1024
 # the mean use passes this share of the request.
 CPU_REQUEST, CPU_LIMIT, CPU_TARGET_PERCENT = "1", str(WORKERS), 70
 MIN_REPLICAS, MAX_REPLICAS = 1, 4
+# The orchestrator scores a run's results in as many processes as its CPU limit
+# (BOILERBENCH_SCORING_PROCESSES; the default would follow the node's cores).
+SCORING_PROCESSES = int(CPU_LIMIT)
 # Headroom over the measured peak for a limit: pages up to MAX_BODY_BYTES parse into
 # trees many times their size, and the limit must not kill a worker on an ordinary page.
 LIMIT_HEADROOM_MIB = 256
@@ -196,6 +199,7 @@ def orchestrator_documents(peak_mib: float) -> list[dict[str, Any]]:
         {"name": "BOILERBENCH_URLS", "value": json.dumps(urls)},
         {"name": "BOILERBENCH_OUTPUT_FOLDER", "value": "/data/results"},
         {"name": "BOILERBENCH_STORE", "value": "/data/boilerbench.sqlite"},
+        {"name": "BOILERBENCH_SCORING_PROCESSES", "value": str(SCORING_PROCESSES)},
         _secret_env("BOILERBENCH_API_TOKEN"),
         _secret_env("BOILERBENCH_SERVICE_TOKEN"),
     ]

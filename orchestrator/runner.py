@@ -26,27 +26,29 @@ pages the hook finds lacking are "skipped" (not scored, but counted). A page
 that is not decodable HTML is skipped for every service and named in the warnings.
 
 Each page is prepared for scoring once (scoring.prepare_page) and reused by all
-services. Preparing runs in one worker thread (ScoringThread), and so does scoring a
-page of more than INLINE_SCORING_TOKENS tokens, so the event loop keeps answering (the
-API's /health, the other lanes) during a large page's block scoring; most pages are
-small and are scored in the loop itself. That work is Python under the GIL either way:
-handing every result to a thread (or a pool of them) only makes it and the event loop,
-which keeps the services fed, interrupt each other, and costs more CPU per result
-(benchmarks/results/speed-history.md). While the thread runs, the loop gets the GIL
-back after each blocking call (a socket's send or recv, a SQLite commit) only at the
-interpreter's switch interval, and the services run out of requests meanwhile; so a
-run lowers the interval to GIL_SWITCH_INTERVAL_S, and the last run of the process to
-end puts it back (LoweredSwitchInterval).
+services. Preparing runs in one worker thread (PreparingThread), so the event loop
+keeps answering (the API's /health, the other lanes) meanwhile. While the thread runs,
+the loop gets the GIL back after each blocking call (a socket's send or recv, a SQLite
+commit) only at the interpreter's switch interval, and the services run out of
+requests meanwhile; so a run lowers the interval to GIL_SWITCH_INTERVAL_S, and the
+last run of the process to end puts it back (LoweredSwitchInterval).
+Results are scored in processes of their own (ScoringPool, `scoring_processes` of
+them): scoring is pure Python, and in the orchestrator's process it was one core's
+work that capped a run's results per second however many cores the services had
+(benchmarks/results/throughput.md). A failed extraction is scored as empty output
+in the loop itself, at once.
 Each result is written to the store in its own transaction, so a killed run
 resumes where it stopped: finished (dataset, page, service) rows are skipped.
 
-Preparing or scoring one page has a time limit (`scoring_time_limit_s`): a page
-past it is recorded for every service as an error without scores, with the
-reason, and the run goes on with a fresh scoring thread (a thread cannot be
-stopped: the old one finishes its page, whose result is dropped; preparing is
-linear in the page's size, so it does finish). A run whose status turns
-"cancelled" in the store (`DELETE /runs/{id}`, `boilerbench runs cancel`, from any
-process) stops within a page of each lane and is never resumed.
+Preparing or scoring one page has a time limit (`scoring_time_limit_s`). A page
+whose preparing passes it is recorded for every service as an error without scores,
+with the reason, and the run goes on with a fresh preparing thread (a thread cannot
+be stopped: the old one finishes its page, whose result is dropped; preparing is
+linear in the page's size, so it does finish). A result whose scoring passes it has
+its scoring process killed and replaced, and is recorded as an error without scores.
+A run whose status turns "cancelled" in the store (`DELETE /runs/{id}`,
+`boilerbench runs cancel`, from any process) stops within a page of each lane and is
+never resumed.
 """
 
 from __future__ import annotations
@@ -54,11 +56,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import json
+import os
+import pickle
 import sys
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -71,27 +77,37 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from orchestrator.models import PageResult, PageScores, RunInfo
 from orchestrator.predictions import MISSING, lookup, read_predictions, write_predictions
-from orchestrator.scoring import PageReference, prepare_page, score_empty, score_extraction
+from orchestrator.scoring import PageReference, prepare_page, score_empty
 from orchestrator.store import Store
 from orchestrator.testsets import Dataset, LabelledPage, in_memory, open_folder
 from shared.answer import ServiceError, finish_reply
 from shared.contract import Block, ExtractReply
 from shared.decoding import NotHTMLError
 from shared.registry import SERVICES, MissingInputError, get_service, page_options
-from shared.workers import ExtractionFailedError, ExtractionTimeoutError, PoolBusyError, WorkerPool
+from shared.workers import (
+    ExtractionFailedError,
+    ExtractionTimeoutError,
+    PoolBusyError,
+    ProcessPool,
+    WorkerPool,
+)
 
 Backend = Literal["http", "embedded"]
-# Pages of up to this many tokens are scored in the event loop (module docstring).
-INLINE_SCORING_TOKENS = 5000
-# ...and whose gold has at most this many: ROUGE-LSum's time grows with gold x extract
-# tokens (field_metrics), so a long gold goes to the thread even on a small page.
-INLINE_SCORING_GOLD_TOKENS = 1000
 # The interpreter's GIL switch interval during runs (module docstring says why).
 GIL_SWITCH_INTERVAL_S = 0.0005
 # How often a running run looks in the store whether it was cancelled.
 CANCEL_CHECK_INTERVAL_S = 0.5
+# The most scoring processes a run starts by default (each holds some 60-90 MB).
+MAX_SCORING_PROCESSES = 8
 # The longest pause between two tries of a busy service.
 MAX_BUSY_PAUSE_S = 5.0
+
+
+def default_scoring_processes() -> int:
+    """The cores this process may run on (its CPU affinity, which a container's cpuset
+    narrows), up to MAX_SCORING_PROCESSES."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cores or 1, MAX_SCORING_PROCESSES))
 
 
 class RunCancelledError(Exception):
@@ -138,6 +154,8 @@ class RunSpec(BaseModel):
     """How long a page may wait in all for a service that answers 503 busy."""
     scoring_time_limit_s: float = 60.0
     """Preparing or scoring one page longer than this makes it an unscored error."""
+    scoring_processes: int = Field(default_factory=lambda: default_scoring_processes(), ge=1)
+    """Processes that score results side by side (ScoringPool)."""
     service_token: str | None = None
     output_folder: str = "results"
     total: int = 0
@@ -196,13 +214,13 @@ class RunTimings:
     extract_s: float = 0.0  # inside the extractors (as the service or worker reports)
     transport_s: float = 0.0  # round trip minus extraction: HTTP or worker IPC, queueing
     parse_s: float = 0.0  # reply JSON to Blocks
-    score_s: float = 0.0  # score_extraction / score_empty
+    score_s: float = 0.0  # scoring each result, as the scoring process reports it
     store_s: float = 0.0  # writing each result to the store
     extractions: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, phase: str, seconds: float) -> None:
-        """Add to one phase (`score`, `prepare`, ...); safe from the scoring threads."""
+        """Add to one phase (`score`, `prepare`, ...); safe from the preparing thread."""
         with self._lock:
             setattr(self, f"{phase}_s", getattr(self, f"{phase}_s") + seconds)
 
@@ -578,14 +596,14 @@ class LoweredSwitchInterval:
 SWITCH_INTERVAL = LoweredSwitchInterval(GIL_SWITCH_INTERVAL_S)
 
 
-class ScoringThread:
-    """The one thread that prepares pages and scores large ones, with a time limit per
-    call counted from when the call starts (not from its wait behind other pages).
+class PreparingThread:
+    """The one thread that prepares pages, with a time limit per call counted from when
+    the call starts (not from its wait behind other pages).
 
-    Preparing and scoring are pure Python: under the GIL a second thread would not run
-    them any sooner, only make them and the event loop take turns more often. A call
-    stuck past the limit is left to finish alone in its thread, and the next calls go
-    to a fresh one (a thread cannot be stopped)."""
+    Preparing is pure Python: under the GIL a second thread would not run it any
+    sooner, only make it and the event loop take turns more often. A call stuck past
+    the limit is left to finish alone in its thread, and the next calls go to a fresh
+    one (a thread cannot be stopped)."""
 
     def __init__(self, limit_s: float) -> None:
         self.limit_s = limit_s
@@ -593,7 +611,7 @@ class ScoringThread:
 
     @staticmethod
     def _new_executor() -> ThreadPoolExecutor:
-        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="boilerbench-score")
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="boilerbench-prepare")
 
     async def run(self, call: Callable[[], Any]) -> Any:
         """`call`'s value, or TimeoutError past the limit."""
@@ -620,6 +638,55 @@ class ScoringThread:
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+class ScoringPool:
+    """Results scored in worker processes (shared.workers.ProcessPool running
+    orchestrator.scoring.scoring_handler), so scoring uses as many cores as it has
+    processes, and a page past the time limit has its process killed and replaced.
+    Each page's PageReference is pickled once and sent with every result of it, under
+    a key of its own; a worker that has the page already (from another service's
+    result) uses its own copy and what that copy remembers."""
+
+    def __init__(self, size: int, limit_s: float, timings: RunTimings | None = None,
+                 handler: str = "orchestrator.scoring:scoring_handler") -> None:
+        self.pool = ProcessPool(handler, "", size)
+        self.limit_s = limit_s
+        self.timings = timings
+        self.pickled: weakref.WeakKeyDictionary[PageReference, tuple[int, bytes]] = \
+            weakref.WeakKeyDictionary()
+        self.keys = itertools.count()
+
+    async def start(self) -> None:
+        await self.pool.start()
+
+    async def score(self, ref: PageReference, text: str, blocks: Sequence[Block]
+                    ) -> PageScores | str:
+        """The result's scores, or why it has none (past the time limit, the process
+        died on it). A scoring bug raises, as it would in the orchestrator itself."""
+        found = self.pickled.get(ref)
+        if found is None:
+            found = self.pickled[ref] = (next(self.keys),
+                                         pickle.dumps(ref, protocol=pickle.HIGHEST_PROTOCOL))
+        key, pickled = found
+        marks = [(b.is_content, b.text) for b in blocks] if blocks else None
+        work = pickle.dumps((text, marks), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            meta, reply, _ = await self.pool.call((key, len(pickled)), pickled + work,
+                                                  self.limit_s, None)
+        except TimeoutError:
+            return _scoring_too_slow(self.limit_s)
+        except (ConnectionError, OSError):
+            return "not scored: the scoring process died on the page"
+        if meta[0] != "ok":
+            raise RuntimeError(f"scoring failed: {meta[1]}")
+        if self.timings is not None:
+            self.timings.add("score", meta[1])  # the worker's time, not the queue's
+        scores: PageScores = pickle.loads(reply)
+        return scores
+
+    async def close(self) -> None:
+        await self.pool.close()
 
 
 WorkItem = tuple[Dataset, str]
@@ -658,7 +725,9 @@ class RunExecution:
         self.extractor, self.progress, self.timings = extractor, progress, timings
         self.predicted = {name: read_predictions(Path(path))
                           for name, path in spec.predictions.items()}
-        self.scoring = ScoringThread(spec.scoring_time_limit_s)
+        self.preparing = PreparingThread(spec.scoring_time_limit_s)
+        self.scoring_pool = ScoringPool(spec.scoring_processes, spec.scoring_time_limit_s,
+                                        timings)
         self.failures: list[BaseException] = []
         self.warned: set[tuple[str, str]] = set()
         self.cancel_checked = time.monotonic()
@@ -669,6 +738,12 @@ class RunExecution:
         pages = PreparedPages(self.load_page, rows_per_page(work))
         lanes = self.spec.workers if self.spec.backend == "embedded" else self.spec.concurrency
         tasks = []
+        try:
+            if work:
+                await self.scoring_pool.start()
+        except Exception as exc:
+            self.failures.append(RuntimeError(f"the scoring processes did not start: {exc}"))
+            work = {}
         for row, items in work.items():
             queue = iter(items)  # shared by the row's lanes: each item is taken once
             tasks += [asyncio.create_task(self.lane(row, queue, pages)) for _ in range(lanes)]
@@ -681,7 +756,8 @@ class RunExecution:
                 await asyncio.gather(*tasks, return_exceptions=True)
             raise
         finally:
-            self.scoring.close()
+            self.preparing.close()
+            await self.scoring_pool.close()
         if self.failures:
             failure = self.failures[0]
             if not isinstance(failure, RunCancelledError):
@@ -714,8 +790,8 @@ class RunExecution:
                 raise RunCancelledError(f"run {self.run_id} was cancelled")
 
     async def load_page(self, dataset: Dataset, page_id: str) -> tuple[LabelledPage, _Prepared]:
-        """A page read and prepared in the scoring thread; past the time limit, a stand-in
-        that every row records as an unscored error."""
+        """A page read and prepared in the preparing thread; past the time limit, a
+        stand-in that every row records as an unscored error."""
         def load() -> tuple[LabelledPage, _Prepared]:
             started = time.perf_counter()
             page = dataset.page(page_id)
@@ -724,7 +800,7 @@ class RunExecution:
             return page, prepared
 
         try:
-            loaded: tuple[LabelledPage, _Prepared] = await self.scoring.run(load)
+            loaded: tuple[LabelledPage, _Prepared] = await self.preparing.run(load)
         except TimeoutError:
             return (LabelledPage(dataset.name, page_id, b"", ""),
                     _Prepared(None, None, _scoring_too_slow(self.spec.scoring_time_limit_s),
@@ -778,39 +854,20 @@ class RunExecution:
         if self.timings is not None:
             self.timings.add_outcome(outcome)
         ref = prepared.ref
-        if outcome.error is not None:
-            scores = await self.scored(ref, lambda: score_empty(ref))
-            return PageResult(**base, status="error", error=outcome.error, scores=scores)
-        scores = await self.scored(ref, lambda: score_extraction(ref, outcome.text,
-                                                                 outcome.blocks))
-        if scores is None:
+        if outcome.error is not None:  # empty output: scored at once, here
+            started = time.perf_counter()
+            empty = score_empty(ref)
+            self.add_time("score", started)
+            return PageResult(**base, status="error", error=outcome.error, scores=empty)
+        scores = await self.scoring_pool.score(ref, outcome.text, outcome.blocks)
+        if isinstance(scores, str):
             return PageResult(**base, status="error", elapsed_ms=outcome.extract_ms,
-                              text=outcome.text,
-                              error=_scoring_too_slow(self.spec.scoring_time_limit_s))
+                              text=outcome.text, error=scores)
         # The service's own figure (its processing, not the queue or the network), so
         # algorithms compare alike over HTTP and in-process; the round trip otherwise.
         elapsed = outcome.extract_ms if outcome.extract_ms is not None else outcome.elapsed_ms
         return PageResult(**base, status="ok", elapsed_ms=elapsed, text=outcome.text,
                           scores=scores)
-
-    async def scored(self, ref: PageReference, score: Callable[[], PageScores]
-                     ) -> PageScores | None:
-        """Score a page of few tokens right here, a larger one in the scoring thread;
-        None past the time limit."""
-        def timed() -> PageScores:
-            started = time.perf_counter()
-            scores = score()
-            self.add_time("score", started)
-            return scores
-
-        if len(ref.page_tokens) <= INLINE_SCORING_TOKENS \
-                and len(ref.gold_tokens) <= INLINE_SCORING_GOLD_TOKENS:
-            return timed()
-        try:
-            scores: PageScores = await self.scoring.run(timed)
-        except TimeoutError:
-            return None
-        return scores
 
     def record(self, result: PageResult) -> None:
         """Store one result (its own transaction) and report it."""

@@ -43,9 +43,13 @@ joined text would give exactly the concatenation.
 
 from __future__ import annotations
 
-from collections import Counter
+import pickle
+import time
+import traceback
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from functools import cached_property
+from typing import Any
 
 from orchestrator.field_metrics import GoldShingles, rouge_lsum_f1, shingle_counts
 from orchestrator.models import Counts, PageScores
@@ -53,10 +57,14 @@ from shared.alignment import aligned_mask, lcs_length
 from shared.contract import Block
 from shared.html import parse_html, visible_text
 from shared.tokens import tokenize
+from shared.workers import Handler
 
 _SURROGATES = 0xD800
 _SURROGATE_SPAN = 0x800
 _MAX_CODES = 0x110000 - _SURROGATE_SPAN - 1  # one code point is kept as the sentinel
+# Pages a scoring worker keeps unpickled. A run's rows move through the pages at their
+# own pace; a row that lags further behind has its page unpickled again.
+REFERENCES_KEPT = 64
 
 
 def _code_point(rank: int) -> str:
@@ -85,6 +93,10 @@ class PageReference:
         self.gold_seq = self.encode(gold_tokens)
         self.page_gold_lcs = lcs_length(self.page_seq, self.gold_seq)
         self._block_tokens: dict[str, list[str]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for a scoring worker without what it remembers of services' blocks."""
+        return {**self.__dict__, "_block_tokens": {}}
 
     def block_tokens(self, text: str) -> list[str]:
         """tokenize(text), remembered for the page's other services."""
@@ -172,11 +184,18 @@ def _block_counts(ref: PageReference, blocks: list[tuple[bool, list[str]]]) -> C
 
 def score_extraction(ref: PageReference, text: str, blocks: Sequence[Block] | None) -> PageScores:
     """Score one service's extract of a page (text and, where it has them, blocks)."""
+    return score_marks(ref, text, [(b.is_content, b.text) for b in blocks] if blocks else None)
+
+
+def score_marks(ref: PageReference, text: str, marks: Sequence[tuple[bool, str]] | None
+                ) -> PageScores:
+    """score_extraction with each block as (is_content, text), all that scoring reads
+    of a block."""
     block = None
-    if blocks:
-        tokenized = [(b.is_content, ref.block_tokens(b.text)) for b in blocks]
+    if marks:
+        tokenized = [(kept, ref.block_tokens(block_text)) for kept, block_text in marks]
         block = _block_counts(ref, tokenized)
-        if text == "\n".join([b.text for b in blocks if b.is_content]):
+        if text == "\n".join([block_text for kept, block_text in marks if kept]):
             tokens = [token for kept, words in tokenized if kept for token in words]
         else:
             tokens = tokenize(text)
@@ -193,3 +212,35 @@ def score_extraction(ref: PageReference, text: str, blocks: Sequence[Block] | No
 def score_empty(ref: PageReference) -> PageScores:
     """The scores of a failed page: empty output (every gold word missed)."""
     return score_extraction(ref, "", None)
+
+
+def scoring_handler(_: str) -> Handler:
+    """A scoring worker process's handler (shared.workers.ProcessPool; the run's
+    ScoringPool sends the work). A frame's meta is (page key, size of the pickled
+    PageReference), its payload that reference followed by the pickled (text, marks);
+    the reply is ("ok", seconds spent scoring) and the pickled PageScores, or
+    ("error", detail). The last
+    REFERENCES_KEPT references stay unpickled here by key, with what they remember
+    (block tokens, the gold mask and shingles), for the page's other services."""
+    references: OrderedDict[int, PageReference] = OrderedDict()
+
+    def handle(meta: tuple[Any, ...], payload: bytes) -> tuple[tuple[Any, ...], bytes]:
+        key, size = meta
+        view = memoryview(payload)
+        ref = references.get(key)
+        if ref is None:
+            ref = references[key] = pickle.loads(view[:size])
+            if len(references) > REFERENCES_KEPT:
+                references.popitem(last=False)
+        else:
+            references.move_to_end(key)
+        text, marks = pickle.loads(view[size:])
+        started = time.perf_counter()
+        try:
+            scores = score_marks(ref, text, marks)
+        except Exception as exc:  # a scoring bug fails the run, as it would in-process
+            return ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"), b""
+        return (("ok", time.perf_counter() - started),
+                pickle.dumps(scores, protocol=pickle.HIGHEST_PROTOCOL))
+
+    return handle

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,10 @@ class ExtractionFailedError(Exception):
 
 class PoolBusyError(Exception):
     """No worker became free within the time limit."""
+
+
+Handler = Callable[[tuple[Any, ...], bytes], tuple[tuple[Any, ...], bytes]]
+"""What a worker does with a frame: its reply frame (meta and payload)."""
 
 
 def send_frame(sock: socket.socket, meta: tuple[Any, ...], payload: bytes = b"") -> None:
@@ -112,18 +117,32 @@ def _answer(algorithm: Algorithm, head: bytes, body: bytes, content_type: str,
     return ("ok", (time.perf_counter() - started) * 1000), reply
 
 
-def _worker_main(sock: socket.socket, module: str) -> None:
-    """Body of a worker process: load the algorithm once, then answer requests."""
+def extraction_handler(module: str) -> Handler:
+    """The handler of an extraction worker: the algorithm of `module`, loaded and warmed
+    up once, answering whole /extract requests (meta: content type, query, blocks)."""
     algorithm: Algorithm = importlib.import_module(module).ALGORITHM
     algorithm.warm_up()
     head = reply_head(algorithm)
+
+    def handle(meta: tuple[Any, ...], body: bytes) -> tuple[tuple[Any, ...], bytes]:
+        content_type, query, blocks = meta
+        return _answer(algorithm, head, body, content_type, query, blocks)
+
+    return handle
+
+
+def _worker_main(sock: socket.socket, factory: str, argument: str) -> None:
+    """Body of a worker process: build the handler once (`factory`, "module:function",
+    called with `argument`), then answer one frame with one frame until the pool goes."""
+    module, function = factory.split(":")
+    handle: Handler = getattr(importlib.import_module(module), function)(argument)
     send_frame(sock, ("ready",))
     while True:
         try:
-            (content_type, query, blocks), body = receive_frame(sock)
+            meta, payload = receive_frame(sock)
         except (EOFError, OSError):
             return
-        send_frame(sock, *_answer(algorithm, head, body, content_type, query, blocks))
+        send_frame(sock, *handle(meta, payload))
 
 
 def descendants(pid: int) -> list[int]:
@@ -184,11 +203,15 @@ class WorkerResult:
     wait_ms: float = 0.0
 
 
-class WorkerPool:
-    """A fixed number of extraction worker processes for one algorithm."""
+class ProcessPool:
+    """A fixed number of worker processes, each built by `factory` ("module:function",
+    called with `argument` in the worker; it returns the worker's Handler), that answer
+    one frame at a time; a worker past its time limit, or dead, is killed and replaced."""
 
-    def __init__(self, module: str, size: int, start_timeout_s: float = 120.0) -> None:
-        self.module = module
+    def __init__(self, factory: str, argument: str, size: int,
+                 start_timeout_s: float = 120.0) -> None:
+        self.factory = factory
+        self.argument = argument
         self.size = size
         self.start_timeout_s = start_timeout_s
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
@@ -215,7 +238,8 @@ class WorkerPool:
             # chunks (each a wake-up of the other process) while the event loop waits.
             end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
         process = subprocess.Popen(
-            [sys.executable, "-m", "shared.workers", self.module, str(child.fileno())],
+            [sys.executable, "-m", "shared.workers", self.factory, self.argument,
+             str(child.fileno())],
             pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
         )
         child.close()
@@ -228,7 +252,8 @@ class WorkerPool:
             raise
         if meta != ("ready",):
             self._kill(worker)
-            raise RuntimeError(f"worker of {self.module} failed to start: {meta!r}")
+            raise RuntimeError(f"worker of {self.factory} {self.argument} failed to start: "
+                               f"{meta!r}")
         return worker
 
     async def _receive(self, worker: _Worker, timeout: float) -> tuple[tuple[Any, ...], bytes]:
@@ -274,20 +299,21 @@ class WorkerPool:
             worker.retired = True
             asyncio.get_running_loop().create_task(self._replace(worker))
 
-    async def _take(self, wait_s: float) -> tuple[_Worker, float]:
-        """A live idle worker and the time waited for it (ms), else PoolBusyError."""
+    async def _take(self, wait_s: float | None) -> tuple[_Worker, float]:
+        """A live idle worker and the time waited for it (ms), else PoolBusyError after
+        `wait_s` (None: as long as it takes)."""
         started = time.monotonic()
-        deadline = started + wait_s
         while True:
             if not self._idle.empty():  # the usual case, without a task to wait in
                 worker = self._idle.get_nowait()
+            elif wait_s is None:
+                worker = await self._idle.get()
             else:
                 try:
-                    worker = await asyncio.wait_for(self._idle.get(),
-                                                    max(deadline - time.monotonic(), 0.0))
+                    worker = await asyncio.wait_for(
+                        self._idle.get(), max(started + wait_s - time.monotonic(), 0.0))
                 except TimeoutError:
-                    raise PoolBusyError(
-                        f"no extraction worker was free within {wait_s:g} s") from None
+                    raise PoolBusyError(f"no worker was free within {wait_s:g} s") from None
             if worker.retired:
                 continue
             if worker.dead():
@@ -320,6 +346,51 @@ class WorkerPool:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
+    async def call(self, meta: tuple[Any, ...], payload: bytes, timeout: float,
+                   wait_s: float | None) -> tuple[tuple[Any, ...], bytes, float]:
+        """One frame answered by a worker within `timeout` seconds of work, after at
+        most `wait_s` for a free worker (None: no limit): the reply's meta and payload
+        and the wait (ms). Raises TimeoutError past the limit and ConnectionError when
+        the worker died on the frame (either way it is replaced), PoolBusyError, or
+        ConnectionError when the workers keep dying before they get it."""
+        waited_ms = 0.0
+        for _ in range(self.size + 1):  # each try finds one more dead worker at most
+            worker, wait_ms = await self._take(wait_s)
+            waited_ms += wait_ms
+            try:
+                send_frame(worker.sock, meta, payload)
+            except OSError:
+                self._retire(worker)  # died before it had the frame: not the frame's fault
+                continue
+            break
+        else:
+            raise ConnectionError("the workers keep dying before they get the work")
+        try:
+            reply_meta, reply = await self._receive(worker, timeout)
+        except BaseException:
+            # Past the limit, dead, or cancelled (client gone) while the worker is busy:
+            # replace it, since its late answer would otherwise be read as the next
+            # frame's.
+            self._retire(worker)
+            raise
+        worker.busy = False
+        self._idle.put_nowait(worker)
+        return reply_meta, reply, waited_ms
+
+    async def close(self) -> None:
+        self._closed = True
+        for worker in list(self._workers):
+            self._kill(worker)
+
+
+class WorkerPool(ProcessPool):
+    """A fixed number of extraction worker processes for one algorithm (`module`, which
+    names its ALGORITHM)."""
+
+    def __init__(self, module: str, size: int, start_timeout_s: float = 120.0) -> None:
+        super().__init__("shared.workers:extraction_handler", module, size, start_timeout_s)
+        self.module = module
+
     async def run(self, body: bytes, content_type: str, query: dict[str, str],
                   timeout: float, wait_s: float | None = None,
                   blocks: bool = True) -> WorkerResult:
@@ -330,46 +401,23 @@ class WorkerPool:
         Raises ServiceError for an error reply (the
         request or the page was refused, the extractor failed), ExtractionTimeoutError,
         ExtractionFailedError (the worker died on the page) or PoolBusyError."""
-        waited_ms = 0.0
-        for _ in range(self.size + 1):  # each try finds one more dead worker at most
-            worker, wait_ms = await self._take(timeout if wait_s is None else wait_s)
-            waited_ms += wait_ms
-            try:
-                send_frame(worker.sock, (content_type, query, blocks), body)
-            except OSError:
-                self._retire(worker)  # died before it had the page: not the page's fault
-                continue
-            break
-        else:
-            raise ExtractionFailedError("the extraction workers keep dying before they "
-                                        "get a page")
         try:
-            meta, reply = await self._receive(worker, timeout)
+            meta, reply, waited_ms = await self.call(
+                (content_type, query, blocks), body, timeout,
+                timeout if wait_s is None else wait_s)
         except TimeoutError:
-            self._retire(worker)
             raise ExtractionTimeoutError(
                 f"the extraction took longer than the time limit of {timeout:g} s"
             ) from None
+        except PoolBusyError:
+            raise PoolBusyError(f"no extraction worker was free within "
+                                f"{timeout if wait_s is None else wait_s:g} s") from None
         except (ConnectionError, OSError) as exc:
-            self._retire(worker)
             raise ExtractionFailedError("the extraction worker died on this page") from exc
-        except BaseException:
-            # Cancelled (client gone) while the worker is busy: replace it, since
-            # its late answer would otherwise be read as the next request's.
-            self._retire(worker)
-            raise
-        worker.busy = False
-        self._idle.put_nowait(worker)
         if meta[0] == "ok":
             return WorkerResult(reply, meta[1], waited_ms)
         _, status, error, detail = meta
         raise ServiceError(status, error, detail)
 
-    async def close(self) -> None:
-        self._closed = True
-        for worker in list(self._workers):
-            self._kill(worker)
-
-
 if __name__ == "__main__":
-    _worker_main(socket.socket(fileno=int(sys.argv[2])), sys.argv[1])
+    _worker_main(socket.socket(fileno=int(sys.argv[3])), sys.argv[1], sys.argv[2])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from orchestrator.config import (
     parse_config_text,
     read_config_file,
 )
+from orchestrator.runner import default_scoring_processes
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "examples" / "config.txt"
 
@@ -20,7 +22,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "examples" /
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("SERVICES", "CONCURRENCY", "URLS", "OPTIONS", "MODE", "STORE", "DATASET",
-                "OUTPUT_FOLDER", "TIMEOUT_S", "RETRIES"):
+                "OUTPUT_FOLDER", "TIMEOUT_S", "RETRIES", "SCORING_PROCESSES"):
         monkeypatch.delenv(f"BOILERBENCH_{key}", raising=False)
 
 
@@ -112,6 +114,15 @@ def test_precedence_cli_over_environment_over_file(tmp_path: Path,
     # per-service maps merge service by service
     assert config.urls == {"justext": "http://file:1", "bte": "http://env:2",
                            "cetd": "http://cli:3"}
+
+
+def test_scoring_processes_reach_the_run_and_default_to_the_cores() -> None:
+    configured = load_config(file_values=parse_config_text("scoring_processes:3;"))
+    assert configured.run_spec().scoring_processes == 3
+    assert load_config().run_spec().scoring_processes == default_scoring_processes()
+    assert 1 <= default_scoring_processes() <= min(os.cpu_count() or 1, 8)
+    with pytest.raises(ConfigError, match="scoring_processes"):
+        load_config(file_values=parse_config_text("scoring_processes:0;"))
 
 
 def test_defaults_without_any_source() -> None:

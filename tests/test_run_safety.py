@@ -2,6 +2,9 @@
 
 - preparing a page for scoring is linear in its size, and bounded by a time limit
   per page, past which the page is an unscored error with the reason;
+- results are scored in worker processes, to the same figures as in-process; a
+  result past the time limit, or whose process dies, is unscored with the reason, and
+  the next result is scored by a fresh process;
 - runs can be cancelled (DELETE /runs/{id}, `boilerbench runs cancel`), from another
   process too, and are not resumed;
 - runs beyond a limit wait, and past a queue limit POST /runs gets 429 Retry-After;
@@ -42,11 +45,14 @@ from orchestrator.runner import (
     Outcome,
     RunCancelledError,
     RunSpec,
+    ScoringPool,
     create_run,
     execute_run,
 )
+from orchestrator.scoring import prepare_page, score_extraction
 from orchestrator.store import Store, StoreError
 from orchestrator.testsets import LabelledPage, in_memory
+from shared.contract import Block
 from shared.html import parse_html, text_blocks
 from tests.helpers import REPO, overlapping_zip, tar_bytes, write_test_set, zip_bytes
 from tests.servers import serve_app, stand_in_service
@@ -115,6 +121,77 @@ def test_a_page_past_the_scoring_time_limit_is_an_unscored_error(tmp_path: Path)
     assert results["p000"].scores is not None
     assert store.status(run_id) == "finished"
     store.close()
+
+
+SAMPLE = REPO / "orchestrator" / "sample"
+
+
+def _sample_extracts() -> list[tuple[str, str, str, list[Block]]]:
+    """Sample pages (HTML, gold) with three extracts each: every other block kept, every
+    block kept (text: the kept blocks joined), and the gold as text without blocks."""
+    cases = []
+    for html_file in sorted((SAMPLE / "html").glob("*.html"))[:6]:
+        html = html_file.read_text(encoding="utf-8", errors="replace")
+        gold = (SAMPLE / "content" / f"{html_file.stem}.txt").read_text(encoding="utf-8")
+        texts = [b.text for b in text_blocks(parse_html(html))]
+        for every in (2, 1):
+            blocks = [Block(text=t, is_content=i % every == 0) for i, t in enumerate(texts)]
+            cases.append((html, gold, "\n".join(b.text for b in blocks if b.is_content),
+                          blocks))
+        cases.append((html, gold, gold, []))
+    return cases
+
+
+def test_scoring_in_worker_processes_gives_the_in_process_scores() -> None:
+    cases = _sample_extracts()
+    refs = {html: prepare_page(html, gold) for html, gold, _, _ in cases}
+
+    async def go() -> list[Any]:
+        pool = ScoringPool(2, 30.0)
+        await pool.start()
+        try:
+            # Twice over every page, so the workers also score pages they hold already.
+            return [await pool.score(refs[html], text, blocks)
+                    for _ in range(2) for html, _, text, blocks in cases]
+        finally:
+            await pool.close()
+
+    scored = asyncio.run(go())
+    expected = [score_extraction(prepare_page(html, gold), text, blocks)
+                for _ in range(2) for html, gold, text, blocks in cases]
+    assert len(scored) == len(expected) == 36
+    assert scored == expected
+    assert scored[0].block is not None
+    assert scored[2].block is None
+
+
+def test_a_result_past_the_scoring_limit_or_whose_process_dies_is_unscored() -> None:
+    ref = prepare_page(PAGE, GOLD)
+
+    async def go() -> list[Any]:
+        pool = ScoringPool(1, 0.5, handler="tests.misbehaving_scoring:misbehaving_handler")
+        await pool.start()
+        try:
+            results = []
+            for text in ("hang", GOLD, "die", GOLD):
+                started = time.monotonic()
+                results.append((await pool.score(ref, text, []), time.monotonic() - started))
+            with pytest.raises(RuntimeError, match="a bug in scoring"):
+                await pool.score(ref, "raise", [])
+            return results
+        finally:
+            await pool.close()
+
+    (hung, hung_s), (after_hang, _), (died, _), (after_death, _) = asyncio.run(go())
+    assert isinstance(hung, str)
+    assert "not scored" in hung
+    assert "0.5 s" in hung
+    assert hung_s < 10  # the limit, not the sleep of 60 s
+    assert isinstance(died, str)
+    assert "died" in died
+    in_process = score_extraction(ref, GOLD, [])
+    assert after_hang == after_death == in_process
+    assert in_process.word.tp == len(GOLD.split())
 
 
 # ---------------------------------------------------------------- cancelling runs
