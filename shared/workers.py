@@ -2,8 +2,8 @@
 
 A thread cannot be stopped in Python, and lxml or a JVM in the middle of a parse
 does not look at a flag. So each service keeps a small pool of worker processes
-(fresh interpreters, `python -m shared.workers MODULE FD`, so no lock, JVM or
-__main__ module is inherited); a request goes to an idle worker over a socket
+(fresh interpreters, `python -m shared.workers FACTORY ARGUMENT FD`, so no lock,
+JVM or __main__ module is inherited); a request goes to an idle worker over a socket
 pair, and when the time limit passes the worker is killed with SIGKILL and
 replaced. The pool serves the next request as soon as the replacement has
 imported its extractor. A worker that dies on its own (a crash in native code,
@@ -16,11 +16,14 @@ The time limit counts the extraction only: the wait for a free worker has its ow
 limit (`wait_s`), after which the request is refused as busy (PoolBusyError),
 which says nothing about the page.
 
-A worker answers whole /extract requests (shared/answer.py): it gets the request
-body's bytes as they arrived and sends back the reply's bytes, each as one frame
-(lengths, a small pickled tuple, then the bytes as they are; each part received
-whole by one recv): the bytes are never decoded, copied into a str or pickled on
-the way, which multiprocessing's Connection and its pickler would do
+The pool itself (ProcessPool) answers one frame with one frame, through the handler
+its FACTORY builds in the worker: the orchestrator scores results that way
+(orchestrator.scoring.scoring_handler). An extraction worker (WorkerPool,
+extraction_handler) answers whole /extract requests (shared/answer.py): it gets the
+request body's bytes as they arrived and sends back the reply's bytes, each as one
+frame (lengths, a small pickled tuple, then the bytes as they are; each part received
+whole by one recv): the bytes are never decoded, copied into a str or pickled on the
+way, which multiprocessing's Connection and its pickler would do
 (benchmarks/results/speed-history.md compares the two).
 """
 
