@@ -77,7 +77,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from orchestrator.models import PageResult, PageScores, RunInfo
 from orchestrator.predictions import MISSING, lookup, read_predictions, write_predictions
-from orchestrator.scoring import PageReference, prepare_page, score_empty
+from orchestrator.scoring import PageReference, block_marks, prepare_page, score_empty
 from orchestrator.store import Store
 from orchestrator.testsets import Dataset, LabelledPage, in_memory, open_folder
 from shared.answer import ServiceError, finish_reply
@@ -154,7 +154,7 @@ class RunSpec(BaseModel):
     """How long a page may wait in all for a service that answers 503 busy."""
     scoring_time_limit_s: float = 60.0
     """Preparing or scoring one page longer than this makes it an unscored error."""
-    scoring_processes: int = Field(default_factory=lambda: default_scoring_processes(), ge=1)
+    scoring_processes: int = Field(default_factory=default_scoring_processes, ge=1)
     """Processes that score results side by side (ScoringPool)."""
     service_token: str | None = None
     output_folder: str = "results"
@@ -650,7 +650,7 @@ class ScoringPool:
 
     def __init__(self, size: int, limit_s: float, timings: RunTimings | None = None,
                  handler: str = "orchestrator.scoring:scoring_handler") -> None:
-        self.pool = ProcessPool(handler, "", size)
+        self.pool = ProcessPool(handler, "", size, "scoring")
         self.limit_s = limit_s
         self.timings = timings
         self.pickled: weakref.WeakKeyDictionary[PageReference, tuple[int, bytes]] = \
@@ -669,15 +669,14 @@ class ScoringPool:
             found = self.pickled[ref] = (next(self.keys),
                                          pickle.dumps(ref, protocol=pickle.HIGHEST_PROTOCOL))
         key, pickled = found
-        marks = [(b.is_content, b.text) for b in blocks] if blocks else None
-        work = pickle.dumps((text, marks), protocol=pickle.HIGHEST_PROTOCOL)
+        work = pickle.dumps((text, block_marks(blocks)), protocol=pickle.HIGHEST_PROTOCOL)
         try:
             meta, reply, _ = await self.pool.call((key, len(pickled)), pickled + work,
                                                   self.limit_s, None)
         except TimeoutError:
             return _scoring_too_slow(self.limit_s)
-        except (ConnectionError, OSError):
-            return "not scored: the scoring process died on the page"
+        except ConnectionError as exc:
+            return f"not scored: {exc}"
         if meta[0] != "ok":
             raise RuntimeError(f"scoring failed: {meta[1]}")
         if self.timings is not None:

@@ -182,15 +182,20 @@ def _block_counts(ref: PageReference, blocks: list[tuple[bool, list[str]]]) -> C
     return Counts(tp=tp, fp=fp, fn=fn, tn=tn)
 
 
+def block_marks(blocks: Sequence[Block] | None) -> list[tuple[bool, str]] | None:
+    """Each block as (is_content, text), all that scoring reads of a block; None
+    without blocks."""
+    return [(b.is_content, b.text) for b in blocks] if blocks else None
+
+
 def score_extraction(ref: PageReference, text: str, blocks: Sequence[Block] | None) -> PageScores:
     """Score one service's extract of a page (text and, where it has them, blocks)."""
-    return score_marks(ref, text, [(b.is_content, b.text) for b in blocks] if blocks else None)
+    return score_marks(ref, text, block_marks(blocks))
 
 
 def score_marks(ref: PageReference, text: str, marks: Sequence[tuple[bool, str]] | None
                 ) -> PageScores:
-    """score_extraction with each block as (is_content, text), all that scoring reads
-    of a block."""
+    """score_extraction with the blocks as block_marks gives them."""
     block = None
     if marks:
         tokenized = [(kept, ref.block_tokens(block_text)) for kept, block_text in marks]

@@ -209,12 +209,14 @@ class WorkerResult:
 class ProcessPool:
     """A fixed number of worker processes, each built by `factory` ("module:function",
     called with `argument` in the worker; it returns the worker's Handler), that answer
-    one frame at a time; a worker past its time limit, or dead, is killed and replaced."""
+    one frame (a page's work) at a time; a worker past its time limit, or dead, is
+    killed and replaced. `label` names the work in error messages ("extraction")."""
 
-    def __init__(self, factory: str, argument: str, size: int,
+    def __init__(self, factory: str, argument: str, size: int, label: str,
                  start_timeout_s: float = 120.0) -> None:
         self.factory = factory
         self.argument = argument
+        self.label = label
         self.size = size
         self.start_timeout_s = start_timeout_s
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
@@ -316,7 +318,8 @@ class ProcessPool:
                     worker = await asyncio.wait_for(
                         self._idle.get(), max(started + wait_s - time.monotonic(), 0.0))
                 except TimeoutError:
-                    raise PoolBusyError(f"no worker was free within {wait_s:g} s") from None
+                    raise PoolBusyError(
+                        f"no {self.label} worker was free within {wait_s:g} s") from None
             if worker.retired:
                 continue
             if worker.dead():
@@ -354,8 +357,9 @@ class ProcessPool:
         """One frame answered by a worker within `timeout` seconds of work, after at
         most `wait_s` for a free worker (None: no limit): the reply's meta and payload
         and the wait (ms). Raises TimeoutError past the limit and ConnectionError when
-        the worker died on the frame (either way it is replaced), PoolBusyError, or
-        ConnectionError when the workers keep dying before they get it."""
+        the worker died on the page (either way it is replaced), PoolBusyError, or
+        ConnectionError when the workers keep dying before they get it; the messages
+        name the work by the pool's label."""
         waited_ms = 0.0
         for _ in range(self.size + 1):  # each try finds one more dead worker at most
             worker, wait_ms = await self._take(wait_s)
@@ -367,14 +371,16 @@ class ProcessPool:
                 continue
             break
         else:
-            raise ConnectionError("the workers keep dying before they get the work")
+            raise ConnectionError(f"the {self.label} workers keep dying before they get a page")
         try:
             reply_meta, reply = await self._receive(worker, timeout)
-        except BaseException:
+        except BaseException as exc:
             # Past the limit, dead, or cancelled (client gone) while the worker is busy:
             # replace it, since its late answer would otherwise be read as the next
             # frame's.
             self._retire(worker)
+            if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
+                raise ConnectionError(f"the {self.label} worker died on this page") from exc
             raise
         worker.busy = False
         self._idle.put_nowait(worker)
@@ -391,7 +397,8 @@ class WorkerPool(ProcessPool):
     names its ALGORITHM)."""
 
     def __init__(self, module: str, size: int, start_timeout_s: float = 120.0) -> None:
-        super().__init__("shared.workers:extraction_handler", module, size, start_timeout_s)
+        super().__init__("shared.workers:extraction_handler", module, size, "extraction",
+                         start_timeout_s)
         self.module = module
 
     async def run(self, body: bytes, content_type: str, query: dict[str, str],
@@ -412,11 +419,8 @@ class WorkerPool(ProcessPool):
             raise ExtractionTimeoutError(
                 f"the extraction took longer than the time limit of {timeout:g} s"
             ) from None
-        except PoolBusyError:
-            raise PoolBusyError(f"no extraction worker was free within "
-                                f"{timeout if wait_s is None else wait_s:g} s") from None
-        except (ConnectionError, OSError) as exc:
-            raise ExtractionFailedError("the extraction worker died on this page") from exc
+        except ConnectionError as exc:
+            raise ExtractionFailedError(str(exc)) from exc
         if meta[0] == "ok":
             return WorkerResult(reply, meta[1], waited_ms)
         _, status, error, detail = meta
