@@ -364,6 +364,7 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (BOILERBENCH_API_PORT, 8000).")] = None,
     config_file: Annotated[Path | None, typer.Option(
         "--config", exists=True, dir_okay=False, help="Run defaults (key:value; file).")] = None,
+    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
 ) -> None:
     """Run the orchestrator API (POST /runs, GET /runs/{id}, ...)."""
     from orchestrator.api import ApiSettings, create_app
@@ -372,12 +373,13 @@ def serve(
 
     overrides: dict[str, Any] = {"host": host, "port": port, "config": config_file}
     settings = ApiSettings(**{k: v for k, v in overrides.items() if v is not None})
+    config = _config(settings.config, {"store": store})
 
     def listening(url: str) -> None:
         console.print(f"boilerbench API listening on {url} (Ctrl-C stops it)", highlight=False,
                       soft_wrap=True)
 
-    serve_app(create_app(settings), settings.host, settings.port,
+    serve_app(create_app(settings, config), settings.host, settings.port,
               HttpLimits(_env_prefix="BOILERBENCH_API_"), on_listening=listening)
 
 

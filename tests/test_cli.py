@@ -238,11 +238,13 @@ def test_port_base_goes_with_http() -> None:
     assert "--port-base goes with --http" in result.output
 
 
-def test_serve_prints_the_url_it_listens_on(tmp_path: Path) -> None:
+def test_serve_prints_the_url_it_listens_on_and_opens_the_store_given(tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, "BOILERBENCH_STORE": str(tmp_path / "store.sqlite"),
-           "BOILERBENCH_OUTPUT_FOLDER": str(tmp_path / "out")}
-    process = subprocess.Popen([*CLI, "serve", "--port", str(port)], cwd=tmp_path, env=env,
+    store = tmp_path / "store.sqlite"
+    env = {**os.environ, "BOILERBENCH_OUTPUT_FOLDER": str(tmp_path / "out")}
+    env.pop("BOILERBENCH_STORE", None)
+    process = subprocess.Popen([*CLI, "serve", "--port", str(port), "--store", str(store)],
+                               cwd=tmp_path, env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     lines: queue.Queue[str] = queue.Queue()
@@ -254,6 +256,7 @@ def test_serve_prints_the_url_it_listens_on(tmp_path: Path) -> None:
         url = f"http://127.0.0.1:{port}"
         assert f"listening on {url}" in line
         assert httpx.get(f"{url}/health", timeout=10).status_code == 200  # listening already
+        assert store.is_file()
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
