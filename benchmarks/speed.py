@@ -34,7 +34,7 @@ those paired CPU medians: on a machine loaded by others, the only fair ratio. Th
 have no feeds, so rss gets a one-item feed per page: the page's URL as the item's
 link and the first 60 words of its gold text as the item's summary.
 
-Writes speed.json (every page's times) and speed.md (the tables and the issue-8
+Writes speed.json (every page's times) and speed.md (the tables and the speed
 targets checked) into --out, with the date and the machine.
 """
 
@@ -538,7 +538,7 @@ def build_summary(in_process: dict[str, dict[str, Any]], http: dict[str, dict[st
 
 def check_targets(summary: dict[str, Any], datasets: Sequence[str],
                   services: Sequence[str]) -> list[dict[str, Any]]:
-    """The issue-8 'Done when' speed targets, each with the figure measured."""
+    """The speed targets the services are held to, each with the figure measured."""
     checks: list[dict[str, Any]] = []
     for dataset in datasets:
         scope = summary[dataset]
