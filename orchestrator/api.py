@@ -86,7 +86,7 @@ from orchestrator.testsets import (
 from shared.answer import ServiceError, validation_message
 from shared.datasets import datasets_root
 from shared.openapi import document_bodies, install_offline_docs
-from shared.registry import SERVICES
+from shared.registry import SERVICES, check_row
 from shared.service import TokenGuardedApp, install_error_handlers, json_response, read_limited
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
@@ -126,8 +126,9 @@ ARCHIVE_FORM: dict[str, Any] = {
     "properties": {
         "archive": {"type": "string", "format": "binary",
                     "description": "A zip or tar(.gz) of html/ and content/ (and feeds/)."},
-        "services": {"type": "string", "description": "Comma-separated service names."},
-        "options": {"type": "string", "description": "JSON object: options per service."},
+        "services": {"type": "string", "description": "Comma-separated service names; "
+                     "name@label is another row of that service (its own options)."},
+        "options": {"type": "string", "description": "JSON object: options per row."},
     },
 }
 
@@ -139,8 +140,11 @@ class RunRequest(BaseModel):
 
     dataset: list[str] = Field(default_factory=list)
     pages: DatasetIn | None = None
-    services: list[str] | None = None
-    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    services: list[str] | None = Field(None, description=(
+        "Rows to run: service names, or name@label for another row of that service "
+        "called with its own options (two settings side by side)."))
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict, description=(
+        "Options per row (a service's name or name@label)."))
     backend: Literal["http", "embedded"] | None = None
 
     @field_validator("dataset", mode="before")
@@ -173,14 +177,13 @@ def _spec_from(config: RunConfig, services: list[str] | None,
                options: dict[str, dict[str, Any]],
                backend: Literal["http", "embedded"] | None) -> RunSpec:
     names = services or config.services
-    unknown = [n for n in names if n not in SERVICES]
-    if unknown or not names:
-        raise ServiceError(422, "invalid_request",
-                           f"unknown services {unknown}; known: {', '.join(SERVICES)}"
-                           if unknown else "no services named")
-    for name in options:
-        if name not in SERVICES:
-            raise ServiceError(422, "invalid_request", f"options for unknown service {name!r}")
+    if not names:
+        raise ServiceError(422, "invalid_request", "no services named")
+    for name in [*names, *options]:
+        try:
+            check_row(name)
+        except ValueError as exc:
+            raise ServiceError(422, "invalid_request", str(exc)) from None
     try:
         check_options({**config.options, **options})
     except OptionsError as exc:
@@ -315,7 +318,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             # A run of a stack started for it is resumed on this server's services.
             known = api.run_config.service_urls
             urls = ({name: known.get(name, f"http://127.0.0.1:{SERVICES[name].port}")
-                     for name in spec.services} if spec.local else None)
+                     for name in spec.called_services} if spec.local else None)
             api.start_task(info.id, urls)
     try:
         yield

@@ -87,7 +87,9 @@ def run(
     dataset: Annotated[list[Path] | None, typer.Option(
         help="A dataset folder (html/, content/, feeds/); repeatable. Default: the sample.")
     ] = None,
-    services: Annotated[str | None, typer.Option(help="Comma-separated service names.")] = None,
+    services: Annotated[str | None, typer.Option(
+        help="Comma-separated service names; name@label is another row of that service, "
+             "with its own --option.")] = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "--out", help="Output folder (a sub-folder per run).")] = None,
     url: Annotated[list[str] | None, typer.Option(
@@ -288,7 +290,7 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[P
     stack: LocalStack | None = None
     urls: dict[str, str] | None = None
     if spec.services and spec.backend == "http" and _local(spec, config):
-        names = [n for n in spec.services if n not in config.urls]
+        names = [n for n in spec.called_services if n not in config.urls]
         if names:
             stack = LocalStack(names, ports={n: free_port() for n in names})
             console.print(f"starting local services: {', '.join(names)} ...")

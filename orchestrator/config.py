@@ -37,9 +37,12 @@ Keys (file key; environment variable `BOILERBENCH_<KEY>`; CLI flag), default in 
   `~/Library/Application Support/boilerbench/runs.sqlite` on macOS,
   `%LOCALAPPDATA%\\boilerbench\\runs.sqlite` on Windows].
 - services: comma list of service names, or `all` for every registered service
-  [justext,boilerpipe,bte,cetd,density].
+  [justext,boilerpipe,bte,cetd,density]. `<name>@<label>` is a row of its own that
+  calls the service with its own options, so two settings of one service are scored
+  side by side (`trafilatura,trafilatura@no-comments`).
 - service.<name>.url: base URL of that service (it is then called over HTTP).
-- service.<name>.options: JSON object of that service's options [{}].
+- service.<name>.options: JSON object of that service's options [{}]; `<name>` may be
+  `<service>@<label>` (those options are that row's alone).
 - mode: `local` (start the services as local processes; services given a URL are
   called there), `http` (call URLs; default http://127.0.0.1:<registry port>), or
   `embedded` or `in-process` (extractors in a pool of worker processes, no HTTP) [local].
@@ -84,7 +87,7 @@ from pydantic_settings import (
 )
 
 from orchestrator.launcher import service_port
-from shared.registry import SERVICES
+from shared.registry import SERVICES, SETTING_MARK, check_row, service_of
 
 if TYPE_CHECKING:
     from orchestrator.runner import Backend, RunSpec
@@ -174,8 +177,7 @@ class RunConfig(BaseSettings):
         if names == ["all"]:  # every service of the registry
             return list(SERVICES)
         for name in names:
-            if name not in SERVICES:
-                raise ValueError(f"unknown service {name!r}; known: {', '.join(SERVICES)}")
+            check_row(name)
         if len(set(names)) != len(names):
             raise ValueError("a service is named twice")
         return names
@@ -200,8 +202,7 @@ class RunConfig(BaseSettings):
     @classmethod
     def _option_services(cls, options: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for name in options:
-            if name not in SERVICES:
-                raise ValueError(f"unknown service {name!r}")
+            check_row(name)
         return options
 
     @property
@@ -218,7 +219,7 @@ class RunConfig(BaseSettings):
         port, a port_base port), by name: worth a look at their /info before a run."""
         if spec.backend != "http" or spec.local:
             return {}
-        return {name: spec.url(name) for name in spec.services if name not in self.urls}
+        return {name: spec.url(name) for name in spec.called_services if name not in self.urls}
 
     @property
     def store_path(self) -> Path:
@@ -378,9 +379,13 @@ def parse_config_text(text: str, base: Path | None = None,
                 raise ConfigError(f"{where}: unknown key {key!r}; per-service keys are "
                                   "service.<name>.url and service.<name>.options")
             name = parts[1]
-            if name not in SERVICES:
-                raise ConfigError(f"{where}: key {key!r}: unknown service {name!r}; "
-                                  f"known: {', '.join(SERVICES)}")
+            try:
+                check_row(name)
+            except ValueError as exc:
+                raise ConfigError(f"{where}: key {key!r}: {exc}") from None
+            if parts[2] == "url" and SETTING_MARK in name:
+                raise ConfigError(f"{where}: key {key!r}: a URL is a service's, not a "
+                                  f"setting's; give service.{service_of(name)}.url")
             if parts[2] == "url":
                 values.setdefault("urls", {})[name] = value
             else:

@@ -14,6 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from shared.registry import service_of
+
 SERVICES_DIR = Path(__file__).resolve().parent.parent / "services"
 
 
@@ -49,6 +51,7 @@ def training_datasets(service: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def in_sample(service: str, dataset: str) -> bool:
-    """Whether `service`'s model was trained on pages of `dataset`."""
-    return dataset in training_datasets(service)
+def in_sample(row: str, dataset: str) -> bool:
+    """Whether the model of a run row's service (any setting of it) was trained on
+    pages of `dataset`."""
+    return dataset in training_datasets(service_of(row))

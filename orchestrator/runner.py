@@ -83,7 +83,13 @@ from orchestrator.testsets import Dataset, LabelledPage, in_memory, open_folder
 from shared.answer import ServiceError, finish_reply
 from shared.contract import Block, ExtractReply
 from shared.decoding import NotHTMLError
-from shared.registry import SERVICES, MissingInputError, get_service, page_options
+from shared.registry import (
+    SERVICES,
+    MissingInputError,
+    get_service,
+    page_options,
+    service_of,
+)
 from shared.workers import (
     ExtractionFailedError,
     ExtractionTimeoutError,
@@ -182,8 +188,15 @@ class RunSpec(BaseModel):
         """A service named twice is run once (each result row is one page x service)."""
         return list(dict.fromkeys(names))
 
-    def url(self, service: str) -> str:
+    def url(self, row: str) -> str:
+        """Where a row's service answers (the URLs are by service, not by setting)."""
+        service = service_of(row)
         return self.urls.get(service, f"http://127.0.0.1:{get_service(service).port}")
+
+    @property
+    def called_services(self) -> list[str]:
+        """The services the rows call, each once (two settings of one are one service)."""
+        return list(dict.fromkeys(service_of(row) for row in self.services))
 
 
 @dataclass(frozen=True)
@@ -236,7 +249,8 @@ class RunTimings:
 class Extractor(Protocol):
     async def start(self) -> None: ...
 
-    async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome: ...
+    async def extract(self, row: str, html: str, options: dict[str, Any]) -> Outcome:
+        """Run row `row` (a service, or a setting of one: registry.SETTING_MARK) on a page."""
 
     async def aclose(self) -> None: ...
 
@@ -255,8 +269,10 @@ class HttpExtractor:
 
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
-        self.semaphores = {name: asyncio.Semaphore(spec.concurrency) for name in spec.services}
-        self.down: dict[str, bool] = dict.fromkeys(spec.services, False)
+        # By service, not by row: two settings of one service share its lanes.
+        self.semaphores = {name: asyncio.Semaphore(spec.concurrency)
+                           for name in spec.called_services}
+        self.down: dict[str, bool] = dict.fromkeys(spec.called_services, False)
         self.headers = dict(_JSON)
         if spec.service_token:
             self.headers["authorization"] = f"Bearer {spec.service_token}"
@@ -273,9 +289,10 @@ class HttpExtractor:
             timeout=aiohttp.ClientTimeout(total=self.spec.timeout_s,
                                           connect=min(self.spec.timeout_s, 10.0)))
 
-    async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome:
+    async def extract(self, row: str, html: str, options: dict[str, Any]) -> Outcome:
         if self.session is None:
             raise RuntimeError("HttpExtractor.start() was not awaited")
+        service = service_of(row)
         url = f"{self.spec.url(service)}/extract"
         payload = _request_body(self.page_json(html), options)
         attempts = 1 if self.down[service] else self.spec.retries + 1
@@ -399,9 +416,11 @@ class EmbeddedExtractor:
         self.spec = spec
         # Services run side by side, so a worker each fills the slots when there are
         # as many services as slots; more would only warm up (JIT, caches) twice.
-        size = -(-spec.workers // len(spec.services))
-        self.pools = {name: WorkerPool(SERVICES[name].module, size) for name in spec.services}
-        self.free = {name: asyncio.Semaphore(size) for name in spec.services}
+        # One pool per service, shared by its settings' rows (options go per request).
+        size = -(-spec.workers // len(spec.called_services))
+        self.pools = {name: WorkerPool(SERVICES[name].module, size)
+                      for name in spec.called_services}
+        self.free = {name: asyncio.Semaphore(size) for name in spec.called_services}
         self.slots = asyncio.Semaphore(spec.workers)
         self.broken: dict[str, str] = {}
         # The workers answer /extract requests as the services do: each page's JSON
@@ -418,7 +437,8 @@ class EmbeddedExtractor:
 
         await asyncio.gather(*(start_one(n, p) for n, p in self.pools.items()))
 
-    async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome:
+    async def extract(self, row: str, html: str, options: dict[str, Any]) -> Outcome:
+        service = service_of(row)
         if service in self.broken:
             return Outcome(error=self.broken[service])
         body = _request_body(self.page_json(html), options)

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from shared.registry import SERVICES
+from shared.registry import SERVICES, service_of
 
 
 class OptionsError(ValueError):
@@ -21,10 +21,11 @@ class OptionsError(ValueError):
 
 
 def check_options(options: Mapping[str, Mapping[str, Any]]) -> None:
-    """Raise OptionsError for the first service whose options its model refuses.
+    """Raise OptionsError for the first row (a service or a setting of one) whose
+    options its service's model refuses.
     A service whose code is not installed here is left to judge its own options."""
     for name, values in options.items():
-        entry = SERVICES.get(name)
+        entry = SERVICES.get(service_of(name))
         if entry is None:
             raise OptionsError(f"options for unknown service {name!r}")
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +158,29 @@ def get_service(name: str) -> ServiceEntry:
         raise KeyError(f"unknown service {name!r}; known: {known}") from None
 
 
+SETTING_MARK = "@"
+"""A run row `<service>@<label>` is the service run with that row's own options, so
+one run can score two settings of one service side by side (`trafilatura` and
+`trafilatura@no-comments`), each a row of its own, both calling the one service."""
+
+_SETTING_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
+
+
+def service_of(row: str) -> str:
+    """The service a run row calls: `trafilatura@no-comments` -> `trafilatura`."""
+    return row.partition(SETTING_MARK)[0]
+
+
+def check_row(row: str) -> None:
+    """Raise ValueError unless `row` is a service's name, or one with `@label` after it."""
+    service, mark, label = row.partition(SETTING_MARK)
+    if service not in SERVICES:
+        raise ValueError(f"unknown service {service!r}; known: {', '.join(SERVICES)}")
+    if mark and not _SETTING_LABEL.fullmatch(label):
+        raise ValueError(f"{row!r}: a setting's label after {SETTING_MARK!r} is 1-40 "
+                         "letters, digits, '_' or '-', starting with a letter or digit")
+
+
 @functools.cache
 def _hook(path: str) -> PageOptionsHook:
     module, _, attribute = path.partition(":")
@@ -164,11 +188,11 @@ def _hook(path: str) -> PageOptionsHook:
     return hook
 
 
-def page_options(service: str, page: InputPage, test_set: InputSet) -> dict[str, Any]:
-    """The request options `service` needs from `page` besides its HTML, from its
-    registry entry's hook ({} for a service without one or outside the registry).
-    Raises MissingInputError when the page lacks them."""
-    entry = SERVICES.get(service)
+def page_options(row: str, page: InputPage, test_set: InputSet) -> dict[str, Any]:
+    """The request options a run row's service needs from `page` besides its HTML, from
+    its registry entry's hook ({} for a service without one, or a row that is no
+    service). Raises MissingInputError when the page lacks them."""
+    entry = SERVICES.get(service_of(row))
     if entry is None or entry.input_hook is None:
         return {}
     return _hook(entry.input_hook)(page, test_set)

@@ -76,6 +76,8 @@ def test_relative_paths_are_taken_from_the_file_folder(tmp_path: Path) -> None:
     ("service.justext.options:[1];", "must be a JSON object"),
     ("service.justext.options:{bad json};", "the value is not JSON"),
     ('service.justext.options:{"a": "b";', "unterminated JSON value"),
+    ("service.justext@german.url:http://x;", "give service.justext.url"),
+    ("service.nosuch@german.options:{};", "unknown service 'nosuch'"),
 ])
 def test_file_errors_name_the_key_and_line(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -87,6 +89,10 @@ def test_file_errors_name_the_key_and_line(text: str, message: str) -> None:
     ({"concurrency": "many"}, "key 'concurrency': Input should be a valid integer"),
     ({"concurrency": "0"}, "key 'concurrency'"),
     ({"services": ["justext", "nosuch"]}, "unknown service 'nosuch'"),
+    ({"services": ["justext", "nosuch@x"]}, "unknown service 'nosuch'"),
+    ({"services": ["justext@"]}, "a setting's label"),
+    ({"services": ["justext@a.b"]}, "a setting's label"),
+    ({"options": {"justext@": {}}}, "a setting's label"),
     ({"mode": "cloud"}, "key 'mode'"),
     ({"urls": {"justext": "ftp://x"}}, "is not an http(s) URL"),
 ])
@@ -143,3 +149,17 @@ def test_all_names_every_registered_service() -> None:
     from shared.registry import SERVICES
 
     assert load_config(cli={"services": "all"}).services == list(SERVICES)
+
+
+def test_a_setting_of_a_service_is_a_row_with_its_own_options(tmp_path: Path) -> None:
+    """`<service>@<label>` rows: their own options, the service's URL, one service each."""
+    file = tmp_path / "config.txt"
+    file.write_text("services:justext,justext@german;\n"
+                    "service.justext.url:http://host:1;\n"
+                    'service.justext@german.options:{"language": "German"};')
+    config = load_config(file)
+    assert config.services == ["justext", "justext@german"]
+    assert config.options == {"justext@german": {"language": "German"}}
+    spec = config.run_spec()
+    assert spec.url("justext@german") == spec.url("justext") == "http://host:1"
+    assert spec.called_services == ["justext"]

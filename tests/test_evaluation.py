@@ -176,6 +176,27 @@ def test_the_api_refuses_a_bad_option_with_422(tmp_path: Path) -> None:
     assert "length_low" in reply.json()["detail"]
 
 
+def test_the_api_checks_a_settings_row_and_its_options(tmp_path: Path) -> None:
+    """`justext@german` is justext with that row's options: checked by justext's own
+    options model; a label that is no label, or no service before the mark, is a 422."""
+    config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out")
+    app = create_app(ApiSettings(resume=False), config)
+    with TestClient(app) as client:
+        refused = client.post("/runs", json={
+            "dataset": str(SAMPLE), "services": ["justext", "justext@german"],
+            "options": {"justext@german": {"languag": "German"}}})
+        bad_label = client.post("/runs", json={"dataset": str(SAMPLE),
+                                               "services": ["justext@a b"]})
+        no_service = client.post("/runs", json={"dataset": str(SAMPLE),
+                                                "services": ["nosuch@german"]})
+    assert refused.status_code == 422
+    assert refused.json()["error"] == "invalid_options"
+    assert refused.json()["detail"].startswith("justext@german: option 'languag'")
+    assert bad_label.status_code == no_service.status_code == 422
+    assert "a setting's label" in bad_label.json()["detail"]
+    assert "unknown service 'nosuch'" in no_service.json()["detail"]
+
+
 @pytest.mark.dataset
 def test_a_service_that_fails_every_page_fails_the_command(small_set: Path,
                                                           tmp_path: Path) -> None:

@@ -220,6 +220,23 @@ def test_word_f1_matches_an_independent_bag_of_words_computation(
     assert 0 < min(r.scores.word_bag.f1 for r in results if r.scores) < 1
 
 
+def test_two_settings_of_one_service_are_two_rows_sharing_its_lanes(
+        tmp_path: Path, fakes: dict[str, tuple[FakeService, str]]) -> None:
+    """`density` and `density@b` call the one service, each row with its own options;
+    the two rows share the service's requests in flight (its concurrency)."""
+    density = fakes["density"][0]
+    density.requests.clear()
+    density.max_in_flight = 0
+    _, _, results = _run(tmp_path, fakes, ["density", "density@b"], concurrency=2,
+                         options={"density@b": {"threshold": "mean"}})
+    pages = len(open_dataset_dir(SAMPLE).ids)
+    assert Counter(r.service for r in results if r.status == "ok") == {
+        "density": pages, "density@b": pages}
+    sent = Counter(json.dumps(request["options"]) for request in density.requests)
+    assert sent == {"{}": pages, '{"threshold": "mean"}': pages}
+    assert density.max_in_flight == 2
+
+
 @pytest.mark.parametrize("html", [
     '<p class="x">Quotes " and \\ backslashes, ünïcode, 中文</p>',
     "<p>a lone surrogate \ud800 only the stdlib encoder takes</p>",
@@ -256,3 +273,26 @@ def test_in_process_backend_reports_refusals_as_the_services_do() -> None:
     assert good.extract_ms <= good.elapsed_ms
     assert refused.error is not None
     assert refused.error.startswith("invalid_options: no_such_option")
+
+
+def test_in_process_settings_of_one_service_share_its_pool(tmp_path: Path) -> None:
+    """Two settings of trafilatura run in one worker pool; each row gets its own
+    options, so keeping a page's comments or not gives different text."""
+    spec = RunSpec(datasets=[], services=["trafilatura", "trafilatura@no-comments"],
+                   options={"trafilatura@no-comments": {"include_comments": False}},
+                   backend="embedded", workers=2, output_folder=str(tmp_path / "out"))
+    assert list(EmbeddedExtractor(spec).pools) == ["trafilatura"]
+    store = Store(tmp_path / "store.sqlite")
+    run_id = create_run(store, spec, [folder_source("sample", SAMPLE / "html",
+                                                    SAMPLE / "content", None)])
+    results = asyncio.run(execute_run(store, run_id))
+    texts: dict[str, dict[str, str]] = {}
+    for result in results:
+        assert result.status == "ok", result.error
+        texts.setdefault(result.service, {})[result.page_id] = result.text
+    assert texts.keys() == {"trafilatura", "trafilatura@no-comments"}
+    differ = [page for page, text in texts["trafilatura"].items()
+              if text != texts["trafilatura@no-comments"][page]]
+    assert differ  # the sample has pages with reader comments
+    for page in differ:  # without comments, a shorter text
+        assert len(texts["trafilatura@no-comments"][page]) < len(texts["trafilatura"][page])
