@@ -80,18 +80,19 @@ def test_token_sequence_by_hand(flatten: Callable[[str], FlatPage]) -> None:
     """The same tokens from both parsers' trees (the page has the <head> lexbor adds)."""
     page = flatten("<html><head><title>t</title></head><body><p>one two</p><a href='/'>x</a>"
                    "<script>var a = 1;</script><br>three</body></html>")
-    gains, blocks = tokenize_page(page, BteOptions())
+    gains, words, runs = tokenize_page(page, BteOptions())
     # <html><head></head><body><p> | one two | </p><a> | x | </a><script></script><br> | three
     # | </body></html>  (head is invisible: its two tags at its start, its title not seen)
     assert gains == [-5, 2, -2, 1, -4, 1, -2]
-    assert [(b.text, b.runs) for b in blocks] == [
-        ("one two", [(1, 2)]), ("x", [(3, 1)]), ("three", [(5, 1)])]
-    gains, _ = tokenize_page(page, BteOptions(end_tags=False, invisible_tags=False))
+    assert page.texts == ["one two", "x", "three"]
+    assert (words, runs) == ([2, 1, 1], [1, 3, 5])
+    gains, _, _ = tokenize_page(page, BteOptions(end_tags=False, invisible_tags=False))
     # <html><body><p> | one two | <a> | x | <br> | three
     assert gains == [-3, 2, -1, 1, -1, 1]
-    gains, _ = tokenize_page(flatten("<html><head></head><body><p>a <b>b</b> c</p>"),
-                             BteOptions(inline_tags=False))
+    gains, words, runs = tokenize_page(flatten("<html><head></head><body><p>a <b>b</b> c</p>"),
+                                       BteOptions(inline_tags=False))
     assert gains == [-5, 1, 1, 1, -3]
+    assert (words, runs) == ([1, 1, 1], [1, 2, 3])
 
 
 def test_count_words() -> None:

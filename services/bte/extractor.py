@@ -42,9 +42,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib.metadata import version
 from itertools import accumulate
+from operator import add
 
 from pydantic import Field
 
@@ -116,15 +116,6 @@ def best_window(gains: Sequence[int]) -> tuple[int, int, int]:
     return best_i, best_j, best
 
 
-@dataclass(slots=True)
-class _Block:
-    """A text block with words: its container element, text and word runs."""
-
-    container: int
-    text: str
-    runs: list[tuple[int, int]]  # (index in gains, words)
-
-
 def _tags(name: str, options: BteOptions) -> tuple[int, int]:
     """Per element name: tag tokens at its start and at its end. An invisible element
     is one or two tags at its start (the FlatPage gives it no content)."""
@@ -135,11 +126,12 @@ def _tags(name: str, options: BteOptions) -> tuple[int, int]:
     return int(counted), int(counted and options.end_tags and name not in VOID)
 
 
-def tokenize_page(page: FlatPage, options: BteOptions) -> tuple[list[int], list[_Block]]:
-    """The run-length gains (+k for k words, -m for m tags) and the page's text blocks
-    (FlatPage.blocks) that have words. The tags before a text are the start tags of
-    the elements opened before it and the end tags closed before it (FlatPage.opened,
-    .closes): running sums of both give each stretch of tags without a walk."""
+def tokenize_page(page: FlatPage, options: BteOptions) -> tuple[list[int], list[int], list[int]]:
+    """The run-length gains (+k for k words, -m for m tags) and, per text of the page
+    (FlatPage.texts), its words and the index of its run in the gains (-1 for a text
+    without words). The tags before a text are the start tags of the elements opened
+    before it and the end tags closed before it (FlatPage.opened, .closes): running
+    sums of both give each stretch of tags without a walk."""
     names = page.names
     at_start: dict[str, int] = {}
     at_end: dict[str, int] = {}
@@ -150,58 +142,56 @@ def tokenize_page(page: FlatPage, options: BteOptions) -> tuple[list[int], list[
     start_tags = list(accumulate(map(at_start.__getitem__, names), initial=0))
     end_tags = list(accumulate(map(at_end.__getitem__, map(names.__getitem__, page.closed)),
                                initial=0))
-    gains: list[int] = []
     texts = page.texts
-    block_texts, block_words = page.block_texts()
     text_words = [0] * len(texts)
-    for block, words in zip(page.blocks, block_words, strict=True):
-        if block.end - block.first == 1 and _below_cjk(texts[block.first]):
-            text_words[block.first] = words  # the block's one text: its words are counted
+    for block, words in zip(page.blocks, page.block_texts()[1], strict=True):
+        first, end = block.first, block.end
+        if end - first == 1 and _below_cjk(texts[first]):
+            text_words[first] = words  # the block's one text: its words are counted
         else:
-            for k in range(block.first, block.end):
-                text_words[k] = count_words(texts[k])
-    text_runs = [-1] * len(text_words)  # per text with words: its index in gains
+            text_words[first:end] = map(count_words, texts[first:end])
+    tags_before = map(add, map(start_tags.__getitem__, page.opened),
+                      map(end_tags.__getitem__, page.closes))
+    gains: list[int] = []
+    text_runs = [-1] * len(texts)
     before = 0  # tags before the last text with words
-    for k, words in enumerate(text_words):
+    for k, (words, tags) in enumerate(zip(text_words, tags_before, strict=True)):
         if words:
-            tags_before = start_tags[page.opened[k]] + end_tags[page.closes[k]]
-            if tags_before > before:
-                gains.append(before - tags_before)
-                before = tags_before
+            if tags > before:
+                gains.append(before - tags)
+                before = tags
             text_runs[k] = len(gains)
             gains.append(words)
     if start_tags[-1] + end_tags[-1] > before:
         gains.append(before - start_tags[-1] - end_tags[-1])
-    blocks = []
-    for block, text in zip(page.blocks, block_texts, strict=True):
-        runs = [(text_runs[k], text_words[k]) for k in range(block.first, block.end)
-                if text_words[k]]
-        if runs:
-            blocks.append(_Block(block.container, text, runs))
-    return gains, blocks
+    return gains, text_words, text_runs
 
 
 def extract(html: str, options: BteOptions, url: str | None = None) -> Extraction:
     page = flatten_html(html)
-    gains, page_blocks = tokenize_page(page, options)
+    gains, text_words, text_runs = tokenize_page(page, options)
     first, last, _ = best_window(gains)
+    words_inside = [words if first <= run <= last else 0
+                    for words, run in zip(text_words, text_runs, strict=True)]
     path = page.path
     blocks = []
-    for block in page_blocks:
-        total = inside = 0
-        for run, words in block.runs:
-            total += words
-            if first <= run <= last:
-                inside += words
+    for block, text in zip(page.blocks, page.block_texts()[0], strict=True):
+        start, end = block.first, block.end
+        if end - start == 1:  # four blocks in five: one text
+            total, inside = text_words[start], words_inside[start]
+        else:
+            total, inside = sum(text_words[start:end]), sum(words_inside[start:end])
+        if not total:
+            continue
         share = inside / total
         content = share >= options.min_inside
-        if share == 1:
+        if inside == total:
             label = "inside"
-        elif share == 0:
+        elif not inside:
             label = "outside"
         else:  # one of the window's two edge blocks: the only shares that need rounding
             label, share = "partial", round(share, 4)
-        blocks.append(Block(block.text, content, share, path(block.container), label))
+        blocks.append(Block(text, content, share, path(block.container), label))
     return Extraction(blocks, details=tree_details(page.tree))
 
 
