@@ -280,3 +280,21 @@ def test_a_download_http_error_fails_in_one_line(tmp_path: Path) -> None:
                                           str(tmp_path / "set"), "--source-url", url])
     assert result.exit_code == 1
     assert result.output == f"download failed: GET {url}/ground-truth.json: HTTP 410\n"
+
+
+def test_two_settings_of_a_service_start_it_once(tmp_path: Path) -> None:
+    """`bte` and `bte@strict` are two rows of the sample's table from one local bte
+    process; the strict row keeps fewer blocks (its option is its own)."""
+    result = CliRunner().invoke(app, [
+        "run", "--services", "bte,bte@strict", "--option", 'bte@strict={"min_inside": 1.0}',
+        "--store", str(tmp_path / "store.sqlite"), "--output", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "starting local services: bte ...\n" in result.output
+    (folder,) = (tmp_path / "out").iterdir()
+    outputs = {row: json.loads((folder / "outputs" / f"{row}.json").read_text())
+               for row in ("bte", "bte@strict")}
+    assert outputs["bte"].keys() == outputs["bte@strict"].keys()
+    lengths = [(len(outputs["bte@strict"][page]["articleBody"]),
+                len(outputs["bte"][page]["articleBody"])) for page in outputs["bte"]]
+    assert all(strict <= default for strict, default in lengths)
+    assert any(strict < default for strict, default in lengths)
