@@ -126,6 +126,15 @@ class _ConfigFileSource(PydanticBaseSettingsSource):
         return dict(_FILE_VALUES.get({}))
 
 
+def _check_url_owner(name: str) -> None:
+    """A URL belongs to a service: every setting of it (`service@label`) calls that one
+    URL, so a setting's URL is refused with the key to give instead."""
+    check_row(name)
+    if SETTING_MARK in name:
+        raise ValueError(f"{name!r}: a URL belongs to the service, not to a setting; "
+                         f"give it for {service_of(name)!r}")
+
+
 def _comma_list(value: Any) -> Any:
     return [item.strip() for item in value.split(",") if item.strip()] if isinstance(
         value, str) else value
@@ -192,8 +201,7 @@ class RunConfig(BaseSettings):
     @classmethod
     def _http_urls(cls, urls: dict[str, str]) -> dict[str, str]:
         for name, url in urls.items():
-            if name not in SERVICES:
-                raise ValueError(f"unknown service {name!r}")
+            _check_url_owner(name)
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"{name}: {url!r} is not an http(s) URL")
         return {name: url.rstrip("/") for name, url in urls.items()}
@@ -380,12 +388,9 @@ def parse_config_text(text: str, base: Path | None = None,
                                   "service.<name>.url and service.<name>.options")
             name = parts[1]
             try:
-                check_row(name)
+                (_check_url_owner if parts[2] == "url" else check_row)(name)
             except ValueError as exc:
                 raise ConfigError(f"{where}: key {key!r}: {exc}") from None
-            if parts[2] == "url" and SETTING_MARK in name:
-                raise ConfigError(f"{where}: key {key!r}: a URL is a service's, not a "
-                                  f"setting's; give service.{service_of(name)}.url")
             if parts[2] == "url":
                 values.setdefault("urls", {})[name] = value
             else:
@@ -442,7 +447,9 @@ def describe_errors(exc: ValidationError) -> str:
             continue
         given = err.get("input")
         shown = f" (got {given!r})" if isinstance(given, str | int | float) else ""
-        problems.append(f"key {key!r}: {err['msg']}{shown}")
+        # A validator's own ValueError reads as its message, without pydantic's prefix.
+        message = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]
+        problems.append(f"key {key!r}: {message}{shown}")
     return "; ".join(problems)
 
 

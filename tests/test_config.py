@@ -76,7 +76,7 @@ def test_relative_paths_are_taken_from_the_file_folder(tmp_path: Path) -> None:
     ("service.justext.options:[1];", "must be a JSON object"),
     ("service.justext.options:{bad json};", "the value is not JSON"),
     ('service.justext.options:{"a": "b";', "unterminated JSON value"),
-    ("service.justext@german.url:http://x;", "give service.justext.url"),
+    ("service.justext@german.url:http://x;", "give it for 'justext'"),
     ("service.nosuch@german.options:{};", "unknown service 'nosuch'"),
 ])
 def test_file_errors_name_the_key_and_line(text: str, message: str) -> None:
@@ -95,6 +95,8 @@ def test_file_errors_name_the_key_and_line(text: str, message: str) -> None:
     ({"options": {"justext@": {}}}, "a setting's label"),
     ({"mode": "cloud"}, "key 'mode'"),
     ({"urls": {"justext": "ftp://x"}}, "is not an http(s) URL"),
+    ({"urls": {"nosuch": "http://x"}}, "unknown service 'nosuch'"),
+    ({"urls": {"justext@german": "http://x"}}, "give it for 'justext'"),
 ])
 def test_validation_errors_name_the_key(values: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
