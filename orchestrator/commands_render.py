@@ -25,8 +25,10 @@ def render(
         help="Run the page's scripts first (they still get no network).")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds the browser may take.")] = 30.0,
 ) -> None:
-    """Lay PAGE out as measure htd does (no network, 1366x768 viewport) and show every
-    element's box, whether it is rendered and its font, keyed by XPath."""
+    """Lay PAGE out as cetd's measure htd does and show every element's box.
+
+    No network, a 1366x768 viewport; per element (keyed by XPath) its box, whether it
+    is rendered and its font."""
     try:
         html = decode_html(page.read_bytes())
         rendered = layout(html, javascript=javascript, timeout_s=timeout)

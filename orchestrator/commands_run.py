@@ -199,8 +199,9 @@ def score(
     config_file: Annotated[Path | None, typer.Option(
         "--config", exists=True, dir_okay=False, help="A key:value; configuration file.")] = None,
 ) -> None:
-    """Score prediction files against a test set without extracting: the same figures,
-    tables and reports as `run`, one row per file."""
+    """Score prediction files against a test set, without extracting.
+
+    The same figures, tables and reports as `run`, one row per file."""
     from orchestrator.predictions import PredictionsError, prediction_rows
 
     _check_rank_by(rank_by)
@@ -422,8 +423,10 @@ def runs_cancel(
     store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
     config_file: Annotated[Path | None, typer.Option("--config", exists=True)] = None,
 ) -> None:
-    """Cancel an unfinished run: it is never resumed, and a process running it (a
-    `boilerbench run` or `serve` on the same store) stops within a page."""
+    """Cancel an unfinished run: it is never resumed.
+
+    A process running it (a `boilerbench run` or `serve` on the same store) stops
+    within a page."""
     from orchestrator.store import UNFINISHED
 
     config = _config(config_file, {"store": store})

@@ -122,8 +122,9 @@ def extract(
     shard_rows: Annotated[int, typer.Option(
         min=1, help="With --warc and a folder OUT: rows per shard.")] = 10_000,
 ) -> None:
-    """Print the text one service extracts from PAGE, or with --warc, write the text of
-    every HTML page in a crawl to OUT."""
+    """Print the text one service extracts from PAGE, or write a crawl's text to OUT.
+
+    With --warc, every HTML page of the crawl becomes one row of OUT."""
     try:
         entry = get_service(service)
     except KeyError as exc:

@@ -43,8 +43,9 @@ def density(
     limit: LimitOption = None,
     workers: WorkersOption = None,
 ) -> None:
-    """Train the density service's `learned` threshold (a neural network and boosted
-    trees compete) and write its model file."""
+    """Train the density service's `learned` threshold and write its model file.
+
+    A neural network and boosted trees compete for it."""
     # Imported here: training needs the `train` extra, which the service images lack;
     # the other commands must still load without it.
     from services.density.model import DEFAULT_MODEL
@@ -91,9 +92,11 @@ def ensemble(
         "the ones measured now (reproduces that file byte for byte).",
         exists=True, dir_okay=False)] = None,
 ) -> None:
-    """Train the ensemble's combiner leave-one-dataset-out, choose its default members by
-    cost, fit it on every page and write its model file. The members' answers are cached
-    under .cache/ensemble-members (computed once, reused while unchanged)."""
+    """Train the ensemble's combiner and write its model file.
+
+    Leave-one-dataset-out first, then the default members chosen by cost, then a fit on
+    every page. The members' answers are cached under .cache/ensemble-members (computed
+    once, reused while unchanged)."""
     from services.ensemble.model import DEFAULT_MODEL
     from services.ensemble.training import train as train_ensemble
 

@@ -298,3 +298,27 @@ def test_two_settings_of_a_service_start_it_once(tmp_path: Path) -> None:
                 len(outputs["bte"][page]["articleBody"])) for page in outputs["bte"]]
     assert all(strict <= default for strict, default in lengths)
     assert any(strict < default for strict, default in lengths)
+
+
+def _commands(group: object, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    for name, command in getattr(group, "commands", {}).items():
+        yield (*path, name)
+        yield from _commands(command, (*path, name))
+
+
+def test_every_command_has_a_one_line_summary() -> None:
+    """The help lists a command by its docstring's first paragraph with the line breaks
+    kept, so a summary wrapped in the source shows broken in the middle of a sentence."""
+    import typer
+
+    root = typer.main.get_command(app)
+    commands = list(_commands(root))
+    assert ("train", "ensemble") in commands
+    assert ("run",) in commands
+    for path in commands:
+        command = root
+        for name in path:
+            command = command.commands[name]
+        summary = (command.help or "").strip().split("\n\n")[0]
+        assert summary, f"boilerbench {' '.join(path)} has no help"
+        assert "\n" not in summary, f"boilerbench {' '.join(path)}: {summary!r}"
