@@ -1,5 +1,6 @@
 """What the benchmark scripts share: the repository on sys.path, where a dataset is,
-the machine and command a figure was measured with, and where results are written.
+the machine and command a figure was measured with, a target's service and options,
+and where results are written.
 
 Scripts run as `python benchmarks/<name>.py`, which puts benchmarks/ on sys.path, so
 `import common` (first, before the project's imports) finds this module, and this
@@ -31,6 +32,20 @@ def require_dataset(name: str) -> Path:
         raise SystemExit(f"dataset {name!r} not found under {datasets_root()} "
                          "(set BOILERBENCH_DATASETS)")
     return folder
+
+
+def parse_target(target: str) -> tuple[str, dict[str, str]]:
+    """A measured target, a service with options, in the scripts' compact form:
+    `density:threshold=fixed` -> ('density', {'threshold': 'fixed'}); several options
+    are `name:key=value:key=value`. The service coerces the values (its options model)."""
+    name, *pairs = target.split(":")
+    options: dict[str, str] = {}
+    for pair in filter(None, pairs):
+        key, mark, value = pair.partition("=")
+        if not mark:
+            raise SystemExit(f"{target!r}: {pair!r} is not key=value")
+        options[key.strip()] = value.strip()
+    return name.strip(), options
 
 
 def machine() -> dict[str, Any]:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import REPO, command_line, require_dataset, write_results
+from common import REPO, command_line, parse_target, require_dataset, write_results
 
 from orchestrator.insample import in_sample
 from orchestrator.models import PageResult
@@ -79,13 +79,6 @@ LEARNED: dict[str, Callable[[], dict[str, Any]]] = {
     "ensemble": _model_metadata("services.ensemble.model"),
 }
 LODO_SUFFIX = " (leave-one-dataset-out)"
-
-
-def parse_target(target: str) -> tuple[str, dict[str, str]]:
-    """`name` or `name:key=value[:key=value]` -> (service name, options)."""
-    name, *pairs = target.split(":")
-    options = dict(pair.split("=", 1) for pair in pairs)
-    return name, options
 
 
 @dataclass(frozen=True)
@@ -273,8 +266,9 @@ def markdown(summary: Summary, missing: dict[str, str], command: str, seconds: f
         word, bag = row.levels["word"].macro, row.levels["word_bag"].macro
         ms = "–" if row.elapsed_ms_median is None else f"{row.elapsed_ms_median:.1f}"
         shingle = row.shingle
-        name = f"{row.service} (in-sample)" if in_sample(parse_target(row.service)[0],
-                                                         row.dataset) else row.service
+        service, options = parse_target(row.service)
+        name = f"{row.service} (in-sample)" if in_sample(service, row.dataset, options) \
+            else row.service
         lines.append(f"| {name} | {row.dataset} | {row.pages} | {row.errors} | "
                      f"{row.skipped} | "
                      f"{_f(word['precision'].mean)} | {_f(word['recall'].mean)} | "

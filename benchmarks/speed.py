@@ -12,7 +12,7 @@ one run:
   `parse_html` (shared.html.parse_html: the cleaning and parse every service does)
   beside them;
 - the peer: `trafilatura.extract` called directly on the decoded text;
-- each service (a service:key=value target sets an option, e.g.
+- each service (a service:key=value target sets an option, as in quality.py, e.g.
   density:threshold=fixed; `all` expands density into its four thresholds):
   in-process, decode + the pure extractor; and over HTTP, the real service started
   by LocalStack on a free port, raw text/html bodies, one keep-alive HTTP/1.1
@@ -60,7 +60,14 @@ from urllib.parse import urlencode, urlsplit
 from xml.sax.saxutils import escape
 
 import orjson
-from common import REPO, command_line, machine, require_dataset, write_results
+from common import (
+    REPO,
+    command_line,
+    machine,
+    parse_target,
+    require_dataset,
+    write_results,
+)
 from lxml import etree
 
 from shared.registry import SERVICES
@@ -100,19 +107,9 @@ def expand_services(value: str) -> list[str]:
         return names
     targets = [t.strip() for t in value.split(",") if t.strip()]
     for target in targets:
-        if split_target(target)[0] not in SERVICES:
+        if parse_target(target)[0] not in SERVICES:
             raise SystemExit(f"unknown service in {target!r}; known: {', '.join(SERVICES)}")
     return targets
-
-
-def split_target(target: str) -> tuple[str, dict[str, str]]:
-    """'density:threshold=fixed' -> ('density', {'threshold': 'fixed'})."""
-    name, _, rest = target.partition(":")
-    options: dict[str, str] = {}
-    for pair in filter(None, rest.split(";")):
-        key, _, value = pair.partition("=")
-        options[key.strip()] = value.strip()
-    return name, options
 
 
 def rss_feed(page: PageRef) -> str:
@@ -128,7 +125,7 @@ def rss_feed(page: PageRef) -> str:
 
 def page_options(target: str, page: PageRef) -> tuple[dict[str, str], str | None]:
     """The options and URL a target gets for one page."""
-    name, options = split_target(target)
+    name, options = parse_target(target)
     if name == "rss":
         return {**options, "feed": rss_feed(page)}, page.url or f"https://example.org/{page.page_id}"
     return options, None
@@ -157,7 +154,7 @@ def _make_runner(target: str) -> Callable[[bytes, PageRef], None]:
 
         return peer
 
-    name, _ = split_target(target)
+    name, _ = parse_target(target)
     algorithm = SERVICES[name].algorithm()
     algorithm.warm_up()
     model = algorithm.options_model
@@ -349,7 +346,7 @@ def measure_http(target: str, pages: Sequence[PageRef], repeat: int = 1) -> dict
     that out of both paths alike."""
     from orchestrator.launcher import StackError, free_port
 
-    name, _ = split_target(target)
+    name, _ = parse_target(target)
     stack = _stack_for(name, free_port)
     try:
         urls = stack.start(timeout=180.0)
@@ -556,7 +553,7 @@ def check_targets(summary: dict[str, Any], datasets: Sequence[str],
                     figure = f"+{entry['http_added_ms']} ms"
                 checks.append({"dataset": dataset, "target": target, "rule": rule,
                                "figure": figure, "ok": ok})
-            name, options = split_target(target)
+            name, options = parse_target(target)
             limit = None
             if name in ("bte", "cetd"):
                 limit = 3.0

@@ -333,7 +333,7 @@ def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
     from orchestrator.runner import run_output_dir
     from orchestrator.statistics import ranked, summarize
 
-    summary = ranked(summarize(results, spec.predictions), spec.rank_by)
+    summary = ranked(summarize(results, spec.predictions, spec.options), spec.rank_by)
     out.print(render_table(summary, title=f"Run {run_id}"))
     for cells in detail_rows(summary)[1]:
         if cells[-1] != "–":

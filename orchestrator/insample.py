@@ -4,17 +4,21 @@ A model scored on the pages it was trained on measures memory, not extraction:
 tables mark such rows as in-sample. The learned services keep their models as
 JSON files in `services/<name>/model/`; a file names its training sets in
 `metadata.trained_on` (a list of names) or `metadata.datasets[].name`, and a
-service counts as trained on the union over its model files.
+service counts as trained on the union over its model files. A row whose options
+bypass the model (density's thresholds other than `learned`) is not flagged.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from shared.registry import service_of
+from pydantic import ValidationError
+
+from shared.registry import SERVICES, service_of
 
 SERVICES_DIR = Path(__file__).resolve().parent.parent / "services"
 
@@ -51,7 +55,17 @@ def training_datasets(service: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def in_sample(row: str, dataset: str) -> bool:
-    """Whether the model of a run row's service (any setting of it) was trained on
-    pages of `dataset`."""
-    return dataset in training_datasets(service_of(row))
+def in_sample(row: str, dataset: str, options: Mapping[str, Any] | None = None) -> bool:
+    """Whether a run row's service, with the row's `options`, reads a model trained on
+    pages of `dataset`. Options that bypass the model (Options.uses_model: density's
+    fixed, mean and Gaussian thresholds) are never in-sample; options the service would
+    refuse are taken as using it."""
+    service = service_of(row)
+    if dataset not in training_datasets(service):
+        return False
+    if not options:
+        return True
+    try:
+        return SERVICES[service].algorithm().options_model.model_validate(options).uses_model()
+    except ValidationError:
+        return True

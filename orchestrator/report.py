@@ -668,7 +668,8 @@ def write_outputs(out_dir: Path, run: RunInfo, results: list[PageResult],
     LaTeX (tables/) and the plots as SVG (plots/) into out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     files = run.options.get("predictions") or {}
-    summary = ranked(summary if summary is not None else summarize(results, files), rank_by)
+    summary = ranked(summary if summary is not None
+                     else summarize(results, files, run.options.get("services")), rank_by)
     rows = [page_row(r) for r in results]
     paths = {
         "json": out_dir / "results.json",

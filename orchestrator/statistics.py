@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import combinations
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -322,10 +322,12 @@ def pairwise_tests(results: Sequence[PageResult], datasets: Sequence[str]) -> li
     return tests
 
 
-def summarize(results: Sequence[PageResult], files: Collection[str] = ()) -> Summary:
+def summarize(results: Sequence[PageResult], files: Collection[str] = (),
+              options: Mapping[str, Mapping[str, Any]] | None = None) -> Summary:
     """Figures per service and dataset (plus pooled rows when there are several
     datasets) and the pairwise tests, in a stable order. `files`: the rows that
-    are prediction files (never flagged in-sample: their training is unknown)."""
+    are prediction files (never flagged in-sample: their training is unknown);
+    `options`: each row's service options (orchestrator.insample reads them)."""
     groups: dict[tuple[str, str], list[PageResult]] = defaultdict(list)
     for r in results:
         groups[(r.service, r.dataset)].append(r)
@@ -335,7 +337,8 @@ def summarize(results: Sequence[PageResult], files: Collection[str] = ()) -> Sum
     def row(service: str, dataset: str, pages: Sequence[PageResult]) -> ServiceSummary:
         is_file = service in files
         names = datasets if dataset == ALL_DATASETS else [dataset]
-        trained = not is_file and any(in_sample(service, d) for d in names)
+        row_options = (options or {}).get(service)
+        trained = not is_file and any(in_sample(service, d, row_options) for d in names)
         return summarize_service(service, dataset, pages, "file" if is_file else "service",
                                  trained)
 

@@ -110,6 +110,13 @@ class Options(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    def uses_model(self) -> bool:
+        """Whether an extraction with these options reads the service's trained model, so
+        that figures on the model's training pages are in-sample (orchestrator.insample).
+        A service whose settings can bypass its model says so; one without a model never
+        reads this."""
+        return True
+
 
 @dataclass(frozen=True)
 class Extraction:

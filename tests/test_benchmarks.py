@@ -12,6 +12,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,7 @@ from shared.html import _utf8_for_libxml2, clean_text, parse_html, visible_text
 from tests.helpers import REPO, SAMPLE
 
 sys.path.insert(0, str(REPO / "benchmarks"))
+import common
 import speed
 
 # The characters the fast paths look for, with their neighbours, and ordinary text.
@@ -85,8 +87,12 @@ def test_run_timings_account_for_an_in_process_run(tmp_path: Path) -> None:
 
 
 def test_speed_targets_and_options() -> None:
-    assert speed.split_target("density:threshold=fixed") == ("density", {"threshold": "fixed"})
-    assert speed.split_target("bte") == ("bte", {})
+    assert common.parse_target("density:threshold=fixed") == ("density", {"threshold": "fixed"})
+    assert common.parse_target("bte") == ("bte", {})
+    assert common.parse_target("justext:language=German:length_low=50") == (
+        "justext", {"language": "German", "length_low": "50"})
+    with pytest.raises(SystemExit, match="not key=value"):
+        common.parse_target("justext:German")
     expanded = speed.expand_services("all")
     assert [t for t in expanded if t.startswith("density")] == [
         f"density:threshold={m}" for m in speed.DENSITY_MODES]

@@ -172,3 +172,19 @@ def test_rows_rank_best_first_by_the_chosen_figure_and_files_are_never_in_sample
     assert summary.get("wide", "d").error_reasons == {"error: reason": 1}
     with pytest.raises(KeyError, match="known: f1"):
         statistics.ranked(summary, "speed")
+
+
+def test_a_setting_that_bypasses_the_model_is_not_in_sample() -> None:
+    """density's fixed, mean and Gaussian thresholds read the page alone: on the datasets
+    its classifier was trained on, only the learned threshold's rows are in-sample."""
+    rows = ("density", "density@fixed", "density@learned", "density@typo")
+    results = [result(row, "p1", counts_with_f1(8, 1, 1), dataset="scrapinghub") for row in rows]
+    options = {"density@fixed": {"threshold": "fixed", "value": 0.4},
+               "density@learned": {"threshold": "learned"},
+               "density@typo": {"threshold": "fixd"}}  # refused by the service: taken as learned
+    summary = summarize(results, options=options)
+    flagged = {row: summary.get(row, "scrapinghub").in_sample for row in rows}
+    assert flagged == {"density": True, "density@fixed": False, "density@learned": True,
+                       "density@typo": True}
+    # Without the options every row of the learned service is flagged.
+    assert all(summarize(results).get(row, "scrapinghub").in_sample for row in rows)

@@ -37,6 +37,11 @@ class DensityOptions(Options):
     )
     value: float = Field(0.5, ge=0.0, le=1.0, description="The density threshold of `fixed`.")
 
+    def uses_model(self) -> bool:
+        """Only `learned` reads the trained classifier; the other thresholds come from
+        the page alone."""
+        return self.threshold == "learned"
+
 
 def extract(html: str, options: DensityOptions, url: str | None = None) -> Extraction:
     lines = render_lines(html)
