@@ -255,6 +255,14 @@ def _warnings(run: RunInfo) -> list[str]:
     return [str(w) for w in warnings]
 
 
+def _row_options(run: RunInfo) -> list[tuple[str, str]]:
+    """Each row run with options, and those options as JSON: what a row's name, such as
+    `trafilatura@plain`, stands for."""
+    given = run.options.get("services") or {}
+    return [(row, json.dumps(given[row], sort_keys=True, ensure_ascii=False))
+            for row in run.services if given.get(row)]
+
+
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     numeric = {i for i, h in enumerate(header) if h not in ("row", "dataset", "flags", "A", "B",
                                                               "note", "")}
@@ -270,6 +278,7 @@ def markdown_summary(run: RunInfo, summary: Summary) -> str:
              f"Created {run.created.isoformat()}; status {run.status}; "
              f"datasets: {', '.join(run.datasets) or '–'}; "
              f"rows: {', '.join(run.services) or '–'}.",
+             *[f"Options of `{row}`: `{options}`." for row, options in _row_options(run)],
              "",
              "Word figures: per-page means (macro) with a bootstrap 95% interval; micro F1 from "
              "counts summed over pages. Shingle figures: the article-extraction benchmark's "
@@ -622,6 +631,8 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult],
         f"{escape(run.status)}; datasets: {escape(', '.join(run.datasets) or '–')}; "
         f"rows: {escape(', '.join(run.services) or '–')}; "
         f"{len(results)} page results.</p>",
+        *[f'<p class="note">Options of <code>{escape(row)}</code>: '
+          f"<code>{escape(options)}</code>.</p>" for row, options in _row_options(run)],
     ]
     if warnings:
         parts += [f'<h2 id="warnings">Warnings ({len(warnings)})</h2><ul>',

@@ -64,7 +64,8 @@ def make_results() -> list[PageResult]:
 def outputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Path], list[PageResult]]:
     results = make_results()
     run = RunInfo(id="run-1", datasets=list(DATASETS), services=list(SERVICES),
-                  status="finished", counts={"total": len(results)})
+                  status="finished", counts={"total": len(results)},
+                  options={"services": {"shy": {"min_share": 0.3, "note": "<b>"}}})
     return write_outputs(tmp_path_factory.mktemp("report"), run, results), results
 
 
@@ -117,6 +118,9 @@ def test_summary_markdown_and_terminal_table(
     assert len(table_lines) == 3  # alpha, beta, pooled
     assert "word F1 (95% CI)" in text
     assert "Wilcoxon" in text
+    # A row's options are part of what its name means; rows without options list none.
+    assert 'Options of `shy`: `{"min_share": 0.3, "note": "<b>"}`.' in text
+    assert text.count("Options of") == 1
     summary = summarize(results)
     console = Console(record=True, width=200)
     table = render_table(summary)
@@ -130,6 +134,8 @@ def test_summary_markdown_and_terminal_table(
 def test_report_html_is_self_contained(outputs: tuple[dict[str, Path], list[PageResult]]) -> None:
     html = outputs[0]["html"].read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>")
+    assert ("Options of <code>shy</code>: <code>{&quot;min_share&quot;: 0.3, "
+            "&quot;note&quot;: &quot;&lt;b&gt;&quot;}</code>") in html
     for pattern in (r"<script", r"<link", r"@import", r"url\(", r"https?://", r"\bsrc\s*="):
         assert not re.search(pattern, html, re.IGNORECASE), pattern
     for plot in ("plot-f1-distribution", "plot-precision-recall", "plot-dataset-bars"):
