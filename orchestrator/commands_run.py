@@ -334,7 +334,7 @@ def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
     from orchestrator.statistics import ranked, summarize
 
     summary = ranked(summarize(results, spec.predictions, spec.options), spec.rank_by)
-    out.print(render_table(summary, title=f"Run {run_id}"))
+    out.print(render_table(summary, title=f"Run {run_id}", width=out.width))
     for cells in detail_rows(summary)[1]:
         if cells[-1] != "–":
             console.print(f"[yellow]{cells[0]} on {cells[1]}: {cells[-1]}")

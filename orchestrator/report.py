@@ -239,14 +239,35 @@ def latex_table(header: list[str], rows: list[list[str]], caption: str, label: s
     return "\n".join(lines) + "\n"
 
 
-def render_table(summary: Summary, title: str = "Results") -> Table:
-    """The results table for the terminal (rich)."""
+# The columns a narrow terminal loses first; the rank, row, dataset, flags, errors and
+# word F1 stay (about 75 characters).
+_NARROWING = ("shingle R", "shingle P", "exact", "micro F1", "skipped", "ROUGE-LSum",
+              "shingle F1 ± sd", "bag F1", "pages", "word P", "word R")
+
+
+def render_table(summary: Summary, title: str = "Results", width: int | None = None) -> Table:
+    """The results table for the terminal (rich). Given the terminal's `width`, the
+    columns of _NARROWING are left out, in that order, until the table fits: rich would
+    otherwise squeeze every column to an ellipsis. The caption says columns were left out."""
     header, rows = table_rows(summary)
-    table = Table(title=title)
-    for i, name in enumerate(header):
-        table.add_column(name, justify="left" if i < 2 else "right", no_wrap=i < 2)
+    keep = list(range(len(header)))
+
+    def needed() -> int:  # each column: its widest cell, a space each side, a border
+        return 1 + sum(3 + max(len(cells[i]) for cells in [header, *rows]) for i in keep)
+
+    left_out = []
+    for name in _NARROWING:
+        if width is None or needed() <= width:
+            break
+        keep.remove(header.index(name))
+        left_out.append(name)
+    caption = (f"narrowed to the terminal: {len(left_out)} more columns in summary.md"
+               if left_out else None)
+    table = Table(title=title, caption=caption)
+    for i in keep:
+        table.add_column(header[i], justify="left" if i < 2 else "right", no_wrap=i < 3)
     for cells in rows:
-        table.add_row(*cells)
+        table.add_row(*(cells[i] for i in keep))
     return table
 
 

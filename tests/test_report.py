@@ -127,6 +127,30 @@ def test_summary_markdown_and_terminal_table(
     console.print(table)
     rendered = console.export_text()
     assert table.row_count == len(summary.services)
+    assert len(table.columns) == 17
+    assert table.caption is None
+    for service in SERVICES:
+        assert service in rendered
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_a_narrow_terminal_gets_fewer_columns_not_ellipses(
+        outputs: tuple[dict[str, Path], list[PageResult]], width: int) -> None:
+    """rich squeezes a table wider than the terminal until its cells are ellipses; the
+    terminal table instead leaves out the least used columns and says so."""
+    summary = summarize(outputs[1])
+    table = render_table(summary, width=width)
+    console = Console(record=True, width=width)
+    console.print(table)
+    rendered = console.export_text()
+    names = [str(column.header) for column in table.columns]
+    assert names[:3] == ["#", "row", "dataset"]
+    assert "word F1 (95% CI)" in names
+    assert "flags" in names
+    assert 6 <= len(names) < 17
+    assert "…" not in rendered
+    assert max(len(line) for line in rendered.splitlines()) <= width
+    assert f"{17 - len(names)} more columns in summary.md" in rendered
     for service in SERVICES:
         assert service in rendered
 
