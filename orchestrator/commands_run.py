@@ -395,12 +395,18 @@ def runs_list(
     config = _config(config_file, {"store": store})
     db = _open_store(config.store_path)
     table = Table(title=f"runs in {config.store_path}")
-    for column in ("id", "created", "status", "datasets", "services", "done/total", "errors"):
-        table.add_column(column)
+    # The id is what `--resume` and `runs cancel` take: never cut; lists wrap instead.
+    table.add_column("id", no_wrap=True, min_width=12)
+    table.add_column("created", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("datasets", overflow="fold")
+    table.add_column("services", overflow="fold")
+    table.add_column("done", no_wrap=True, justify="right")
+    table.add_column("errors", no_wrap=True, justify="right")
     for info in db.runs():
         counts = db.counts(info.id)
         table.add_row(info.id, info.created.strftime("%Y-%m-%d %H:%M"), info.status,
-                      ",".join(info.datasets), ",".join(info.services),
+                      ", ".join(info.datasets), ", ".join(info.services),
                       f"{counts['done']}/{counts.get('total', 0)}", str(counts["error"]))
     db.close()
     out.print(table)

@@ -322,3 +322,29 @@ def test_every_command_has_a_one_line_summary() -> None:
         summary = (command.help or "").strip().split("\n\n")[0]
         assert summary, f"boilerbench {' '.join(path)} has no help"
         assert "\n" not in summary, f"boilerbench {' '.join(path)}: {summary!r}"
+
+
+def test_runs_list_keeps_whole_run_ids_in_a_narrow_terminal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The id is what `--resume` and `runs cancel` take: an 80-column terminal wraps the
+    lists of datasets and services, never the id."""
+    from rich.console import Console
+
+    from orchestrator import commands_run
+    from orchestrator.models import RunInfo
+
+    store = Store(tmp_path / "runs.sqlite")
+    ids = ["a1b2c3d4e5f6", "0123456789ab"]
+    for run_id in ids:
+        store.create_run(RunInfo(id=run_id, datasets=["cleanportaleval", "scrapinghub"],
+                                 services=["density", "density@fixed", "readability"]),
+                         {"total": 3}, [])
+    store.close()
+    narrow = Console(width=80, record=True)
+    monkeypatch.setattr(commands_run, "out", narrow)
+    done = CliRunner().invoke(app, ["runs", "list", "--store", str(tmp_path / "runs.sqlite")])
+    assert done.exit_code == 0, done.output
+    shown = narrow.export_text()
+    assert all(run_id in shown for run_id in ids)
+    assert max(len(line) for line in shown.splitlines()) <= 80
+    assert "…" not in shown
