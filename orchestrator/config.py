@@ -128,7 +128,7 @@ class _ConfigFileSource(PydanticBaseSettingsSource):
 
 def _check_url_owner(name: str) -> None:
     """A URL belongs to a service: every setting of it (`service@label`) calls that one
-    URL, so a setting's URL is refused with the key to give instead."""
+    URL, so a setting's URL is refused, naming the service to give it for."""
     check_row(name)
     if SETTING_MARK in name:
         raise ValueError(f"{name!r}: a URL belongs to the service, not to a setting; "

@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from shared.registry import SERVICES, service_of
+from orchestrator.service_options import options_model
+from shared.registry import service_of
 
 SERVICES_DIR = Path(__file__).resolve().parent.parent / "services"
 
@@ -59,13 +60,14 @@ def in_sample(row: str, dataset: str, options: Mapping[str, Any] | None = None) 
     """Whether a run row's service, with the row's `options`, reads a model trained on
     pages of `dataset`. Options that bypass the model (Options.uses_model: density's
     fixed, mean and Gaussian thresholds) are never in-sample; options the service would
-    refuse are taken as using it."""
-    service = service_of(row)
-    if dataset not in training_datasets(service):
+    refuse, or that cannot be read where its code is not installed, are taken as using
+    it."""
+    if dataset not in training_datasets(service_of(row)):
         return False
-    if not options:
+    model = options_model(row) if options else None
+    if model is None:
         return True
     try:
-        return SERVICES[service].algorithm().options_model.model_validate(options).uses_model()
+        return model.model_validate(options).uses_model()
     except ValidationError:
         return True

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shared.contract import Options
 from shared.registry import SERVICES, service_of
 
 
@@ -20,17 +21,25 @@ class OptionsError(ValueError):
     """Options a service would refuse (the message names the service and the option)."""
 
 
+def options_model(row: str) -> type[Options] | None:
+    """The options model of a run row's service (a registered one); None where the
+    service's code is not installed here (the orchestrator's image has only its own
+    libraries), so the service judges its own options."""
+    try:
+        return SERVICES[service_of(row)].algorithm().options_model
+    except ImportError:
+        return None
+
+
 def check_options(options: Mapping[str, Mapping[str, Any]]) -> None:
     """Raise OptionsError for the first row (a service or a setting of one) whose
     options its service's model refuses.
     A service whose code is not installed here is left to judge its own options."""
     for name, values in options.items():
-        entry = SERVICES.get(service_of(name))
-        if entry is None:
+        if service_of(name) not in SERVICES:
             raise OptionsError(f"options for unknown service {name!r}")
-        try:
-            model = entry.algorithm().options_model
-        except ImportError:
+        model = options_model(name)
+        if model is None:
             continue
         try:
             model.model_validate(dict(values))

@@ -188,3 +188,20 @@ def test_a_setting_that_bypasses_the_model_is_not_in_sample() -> None:
                        "density@typo": True}
     # Without the options every row of the learned service is flagged.
     assert all(summarize(results).get(row, "scrapinghub").in_sample for row in rows)
+
+
+def test_in_sample_without_the_services_code_takes_the_model_as_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The orchestrator's image lacks the services' libraries: a row's options that
+    cannot be read there neither fail the tables nor drop the flag."""
+    from orchestrator.insample import in_sample
+    from shared.registry import ServiceEntry
+
+    assert not in_sample("density@fixed", "scrapinghub", {"threshold": "fixed"})
+
+    def not_installed(self: ServiceEntry) -> None:
+        raise ImportError(f"no module for {self.name}")
+
+    monkeypatch.setattr(ServiceEntry, "algorithm", not_installed)
+    assert in_sample("density@fixed", "scrapinghub", {"threshold": "fixed"})
+    assert not in_sample("density@fixed", "no-such-dataset", {"threshold": "fixed"})
