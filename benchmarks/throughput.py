@@ -164,17 +164,21 @@ def two_core_scaling(probes: int) -> list[float]:
     copies of _cpu_unit at once over that of one alone. 2.0 on two free cores; less
     when the host slows one virtual core while the other is busy (seen here: one of
     two identical copies taking 1.5 times as long), which caps the concurrent modes'
-    "x serial" whatever the code does."""
+    "x serial" whatever the code does. The lone copy is timed before and after the
+    pair and the faster time kept, so one slow spell of the lone copy cannot read as
+    more than two cores' worth of scaling."""
     if probes <= 0:
         return []
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
         list(pool.map(_cpu_unit, range(2)))  # both workers started and warm
         figures = []
+        alone_before = pool.submit(_cpu_unit).result()
         for _ in range(probes):
-            alone = pool.submit(_cpu_unit).result()
             together = list(pool.map(_cpu_unit, range(2)))
-            figures.append(round(2 * alone / max(together), 2))
+            alone_after = pool.submit(_cpu_unit).result()
+            figures.append(round(2 * min(alone_before, alone_after) / max(together), 2))
+            alone_before = alone_after
     return figures
 
 
