@@ -91,7 +91,7 @@ def up(
 def extract(
     inputs: Annotated[list[str], typer.Argument(
         metavar="PAGE | FILE_OR_GLOB...",
-        help="An HTML file; with --warc, WARC files or globs (quoted globs are expanded "
+        help="An HTML file (- reads standard input); with --warc, WARC files or globs (quoted globs are expanded "
              "here).")],
     service: Annotated[str, typer.Option(help="Service name.")] = "justext",
     url: Annotated[str | None, typer.Option(
@@ -139,18 +139,35 @@ def extract(
         _extract_warc(inputs, entry.name, out, parsed_options, url, ray, blocks,
                       workers or os.cpu_count() or 1, time_limit, shard_rows)
         return
-    if len(inputs) != 1 or not Path(inputs[0]).is_file():
-        raise typer.BadParameter("name one HTML file (or pass --warc for WARC files)")
-    page = Path(inputs[0])
+    if len(inputs) != 1:
+        raise typer.BadParameter(f"name one HTML file, or - for standard input, not "
+                                 f"{len(inputs)} (pass --warc for WARC files)")
+    page = _page_bytes(inputs[0])
     if in_process:
-        reply = _extract_in_process(entry.name, page.read_bytes(), parsed_options, page_url)
+        reply = _extract_in_process(entry.name, page, parsed_options, page_url)
     else:
         base = url or _default_url(entry.name)
-        reply = _extract_over_http(base, page.read_bytes(), parsed_options, page_url)
+        reply = _extract_over_http(base, page, parsed_options, page_url)
     if as_json:
         sys.stdout.write(json.dumps(reply, ensure_ascii=False, indent=2) + "\n")
     else:
         sys.stdout.write(f"{reply['text']}\n")
+
+
+def _page_bytes(name: str) -> bytes:
+    """The bytes of the page named on the command line (`-`: standard input), or a
+    usage error that says what is wrong with the name."""
+    if name == "-":
+        return sys.stdin.buffer.read()
+    path = Path(name)
+    if path.is_dir():
+        raise typer.BadParameter(f"{name} is a folder: name one HTML file")
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise typer.BadParameter(f"no such file: {name}") from None
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {name}: {exc.strerror or exc}") from None
 
 
 def _default_url(name: str) -> str:

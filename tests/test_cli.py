@@ -348,3 +348,26 @@ def test_runs_list_keeps_whole_run_ids_in_a_narrow_terminal(
     assert all(run_id in shown for run_id in ids)
     assert max(len(line) for line in shown.splitlines()) <= 80
     assert "…" not in shown
+
+
+def test_extract_reads_a_page_from_standard_input_as_from_its_file() -> None:
+    page = sorted((REPO / "orchestrator" / "sample" / "html").glob("*.html"))[0]
+    runner = CliRunner()
+    from_file = runner.invoke(app, ["extract", str(page), "--service", "bte", "--in-process"])
+    from_stdin = runner.invoke(app, ["extract", "-", "--service", "bte", "--in-process"],
+                               input=page.read_bytes())
+    assert from_file.exit_code == from_stdin.exit_code == 0, from_stdin.output
+    assert len(from_file.stdout.split()) > 50
+    assert from_stdin.stdout == from_file.stdout
+
+
+def test_extract_says_what_is_wrong_with_the_page_named(tmp_path: Path) -> None:
+    runner = CliRunner()
+    cases = {"no such file: ": [str(tmp_path / "missing.html")],
+             "is a folder": [str(tmp_path)],
+             "not 2": [str(tmp_path / "a.html"), str(tmp_path / "b.html")]}
+    for message, names in cases.items():
+        result = runner.invoke(app, ["extract", *names, "--service", "bte", "--in-process"],
+                               terminal_width=200)
+        assert result.exit_code == 2, result.output
+        assert message in result.output, result.output
