@@ -166,7 +166,7 @@ class LocalStack:
         port = self.port(name)
         env = {**os.environ, **(self.env or {}), "BOILERBENCH_HOST": self.host,
                "BOILERBENCH_PORT": str(port)}
-        command = [sys.executable, "-m", "shared.serving", entry.app_path, "--host", self.host,
+        command = [sys.executable, "-P", "-m", "shared.serving", entry.app_path, "--host", self.host,
                    "--port", str(port), "--log-level", "warning", "--no-access-log"]
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
                                    start_new_session=True)

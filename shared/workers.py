@@ -243,7 +243,7 @@ class ProcessPool:
             # chunks (each a wake-up of the other process) while the event loop waits.
             end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
         process = subprocess.Popen(
-            [sys.executable, "-m", "shared.workers", self.factory, self.argument,
+            [sys.executable, "-P", "-m", "shared.workers", self.factory, self.argument,
              str(child.fileno())],
             pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
         )

@@ -36,7 +36,7 @@ from orchestrator.launcher import (
 )
 from orchestrator.store import Store
 from shared.registry import SERVICES
-from tests.servers import REPO, free_port, serve_http
+from tests.servers import REPO, free_port, local_stack, serve_http
 
 CLI = [sys.executable, "-m", "orchestrator.cli"]
 COMMAND_MODULES = ["orchestrator.commands_run", "orchestrator.commands_services",
@@ -371,3 +371,19 @@ def test_extract_says_what_is_wrong_with_the_page_named(tmp_path: Path) -> None:
                                terminal_width=200)
         assert result.exit_code == 2, result.output
         assert message in result.output, result.output
+
+
+@pytest.mark.e2e
+def test_services_start_from_a_folder_that_holds_folders_named_like_the_packages(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A folder named shared/ or services/ where `boilerbench up` is started (the
+    # datasets' own shared/ beside a checkout, say) is not the project's packages.
+    for folder in ("shared/datasets", "services/bte"):
+        (tmp_path / folder).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    page = sorted((REPO / "orchestrator" / "sample" / "html").glob("*.html"))[0]
+    with local_stack(["bte"], timeout=60) as stack:
+        reply = httpx.post(f"{stack.urls()['bte']}/extract", content=page.read_bytes(),
+                           headers={"content-type": "text/html"}, timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert len(reply.json()["text"].split()) > 50
