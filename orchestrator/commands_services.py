@@ -91,8 +91,8 @@ def up(
 def extract(
     inputs: Annotated[list[str], typer.Argument(
         metavar="PAGE | FILE_OR_GLOB...",
-        help="An HTML file (- reads standard input); with --warc, WARC files or globs (quoted globs are expanded "
-             "here).")],
+        help="An HTML file (- reads standard input); with --warc, WARC files or globs "
+             "(quoted globs are expanded here).")],
     service: Annotated[str, typer.Option(help="Service name.")] = "justext",
     url: Annotated[str | None, typer.Option(
         help="Base URL of the service (default: http://127.0.0.1:<its port>, used once its "

@@ -166,8 +166,10 @@ class LocalStack:
         port = self.port(name)
         env = {**os.environ, **(self.env or {}), "BOILERBENCH_HOST": self.host,
                "BOILERBENCH_PORT": str(port)}
-        command = [sys.executable, "-P", "-m", "shared.serving", entry.app_path, "--host", self.host,
-                   "--port", str(port), "--log-level", "warning", "--no-access-log"]
+        # -P: a folder named shared/ where the user stands is not the project's package.
+        command = [sys.executable, "-P", "-m", "shared.serving", entry.app_path,
+                   "--host", self.host, "--port", str(port), "--log-level", "warning",
+                   "--no-access-log"]
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
         self.processes[name] = ServiceProcess(name, f"http://{self.host}:{port}", process)

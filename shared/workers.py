@@ -242,7 +242,7 @@ class ProcessPool:
             # A page or a reply fits the buffer: one write, no ping-pong of 200 kB
             # chunks (each a wake-up of the other process) while the event loop waits.
             end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
-        process = subprocess.Popen(
+        process = subprocess.Popen(  # -P: the working directory is not on sys.path
             [sys.executable, "-P", "-m", "shared.workers", self.factory, self.argument,
              str(child.fileno())],
             pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,

@@ -1,12 +1,18 @@
-"""The user's documents: README opens with the two-command quick start, and no file of
-the product speaks of how its work was organised or of material outside the
+"""The user's documents: README opens with the two-command quick start, every
+`boilerbench` command line they show names a command and options that exist, and no
+file of the product speaks of how its work was organised or of material outside the
 repository (papers and specifications are cited instead)."""
 
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 from pathlib import Path
+
+import typer.main
+
+from orchestrator.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,3 +69,37 @@ def test_the_pattern_catches_what_it_is_for() -> None:
         assert FORBIDDEN.search(bad), bad
     for good in ("../shared/datasets/scrapinghub", "seed=0", "--seed 0", "a session cookie"):
         assert not FORBIDDEN.search(good), good
+
+
+def documented_command_lines() -> list[tuple[str, str]]:
+    """(file, line) of every `boilerbench ...` line in the code blocks of README, docs/
+    and CONTRIBUTING, continuation lines joined and comments dropped."""
+    found = []
+    documents = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(ROOT.glob("docs/*.md"))]
+    for path in documents:
+        for block in re.findall(r"```[a-z]*\n(.*?)```", path.read_text(), re.DOTALL):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.split(" #")[0].strip().removeprefix("$ ")
+                if line.startswith("boilerbench "):
+                    found.append((path.name, line))
+    return found
+
+
+def test_documented_commands_and_options_exist() -> None:
+    lines = documented_command_lines()
+    assert len(lines) > 30
+    root = typer.main.get_command(app)
+    context = root.context_class(root)
+    for source, line in lines:
+        words = shlex.split(line)[1:]
+        command = root
+        while hasattr(command, "commands") and words and (
+                sub := command.get_command(context, words[0])) is not None:
+            command = sub
+            words.pop(0)
+        assert not hasattr(command, "commands"), f"{source}: no such command: {line}"
+        options = {name for param in command.params
+                   for name in (*param.opts, *param.secondary_opts)}
+        for word in (word.strip("[]") for word in words):  # [--json]: optional
+            if word.startswith("-") and word != "-":
+                assert word.split("=")[0] in options, f"{source}: {word} unknown: {line}"
