@@ -394,6 +394,16 @@ def runs_list(
     """List the runs of the store with their progress."""
     config = _config(config_file, {"store": store})
     db = _open_store(config.store_path)
+    rows = []
+    for info in db.runs():
+        counts = db.counts(info.id)
+        rows.append((info.id, info.created.strftime("%Y-%m-%d %H:%M"), info.status,
+                     ", ".join(info.datasets), ", ".join(info.services),
+                     f"{counts['done']}/{counts.get('total', 0)}", str(counts["error"])))
+    db.close()
+    if out.width < _RUNS_TABLE_WIDTH:
+        _print_runs_as_blocks(config.store_path, rows)
+        return
     table = Table(title=f"runs in {config.store_path}")
     # The id is what `--resume` and `runs cancel` take: never cut; lists wrap instead.
     table.add_column("id", no_wrap=True, min_width=12)
@@ -403,13 +413,23 @@ def runs_list(
     table.add_column("services", overflow="fold")
     table.add_column("done", no_wrap=True, justify="right")
     table.add_column("errors", no_wrap=True, justify="right")
-    for info in db.runs():
-        counts = db.counts(info.id)
-        table.add_row(info.id, info.created.strftime("%Y-%m-%d %H:%M"), info.status,
-                      ", ".join(info.datasets), ", ".join(info.services),
-                      f"{counts['done']}/{counts.get('total', 0)}", str(counts["error"]))
-    db.close()
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
+
+
+# Below this terminal width the table's list columns would wrap a few characters a line.
+_RUNS_TABLE_WIDTH = 110
+
+
+def _print_runs_as_blocks(store_path: Path, rows: list[tuple[str, ...]]) -> None:
+    """`runs list` for a narrow terminal: a run a block, its lists on lines of their own."""
+    out.print(f"runs in {store_path}", highlight=False)
+    for run_id, created, status, datasets, services, done, errors in rows:
+        out.print(f"\n[bold]{run_id}[/]  {created}  {status}  {done} done, {errors} errors",
+                  highlight=False)
+        out.print(f"  datasets: {datasets}", highlight=False)
+        out.print(f"  services: {services}", highlight=False)
 
 
 def _open_store(path: Path) -> Store:

@@ -326,8 +326,8 @@ def test_every_command_has_a_one_line_summary() -> None:
 
 def test_runs_list_keeps_whole_run_ids_in_a_narrow_terminal(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The id is what `--resume` and `runs cancel` take: an 80-column terminal wraps the
-    lists of datasets and services, never the id."""
+    """The id is what `--resume` and `runs cancel` take: an 80-column terminal shows each
+    run as a block, its whole id first and its lists on lines of their own."""
     from rich.console import Console
 
     from orchestrator import commands_run
@@ -348,6 +348,14 @@ def test_runs_list_keeps_whole_run_ids_in_a_narrow_terminal(
     assert all(run_id in shown for run_id in ids)
     assert max(len(line) for line in shown.splitlines()) <= 80
     assert "…" not in shown
+    assert shown.count("services: density, density@fixed, readability") == 2
+    assert shown.count("datasets: cleanportaleval, scrapinghub") == 2
+    wide = Console(width=160, record=True)
+    monkeypatch.setattr(commands_run, "out", wide)
+    CliRunner().invoke(app, ["runs", "list", "--store", str(tmp_path / "runs.sqlite")])
+    table = wide.export_text()
+    assert all(run_id in table for run_id in ids)
+    assert table.count("density, density@fixed, readability") == 2  # one table line each
 
 
 def test_extract_reads_a_page_from_standard_input_as_from_its_file() -> None:
