@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import json
 import os
 import pickle
 import signal
@@ -134,9 +135,12 @@ def extraction_handler(module: str) -> Handler:
     return handle
 
 
-def _worker_main(sock: socket.socket, factory: str, argument: str) -> None:
+def _worker_main(sock: socket.socket, factory: str, argument: str,
+                 import_path: list[str]) -> None:
     """Body of a worker process: build the handler once (`factory`, "module:function",
-    called with `argument`), then answer one frame with one frame until the pool goes."""
+    called with `argument`, imported along the pool's own `import_path`), then answer
+    one frame with one frame until the pool goes."""
+    sys.path[:] = import_path
     module, function = factory.split(":")
     handle: Handler = getattr(importlib.import_module(module), function)(argument)
     send_frame(sock, ("ready",))
@@ -242,9 +246,12 @@ class ProcessPool:
             # A page or a reply fits the buffer: one write, no ping-pong of 200 kB
             # chunks (each a wake-up of the other process) while the event loop waits.
             end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
-        process = subprocess.Popen(  # -P: the working directory is not on sys.path
+        # The worker imports along the pool's sys.path, not its own: with -m alone the
+        # working directory would come first, and a shared/ folder there would be
+        # taken for the package.
+        process = subprocess.Popen(
             [sys.executable, "-P", "-m", "shared.workers", self.factory, self.argument,
-             str(child.fileno())],
+             str(child.fileno()), json.dumps(sys.path)],
             pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
         )
         child.close()
@@ -427,4 +434,5 @@ class WorkerPool(ProcessPool):
         raise ServiceError(status, error, detail)
 
 if __name__ == "__main__":
-    _worker_main(socket.socket(fileno=int(sys.argv[3])), sys.argv[1], sys.argv[2])
+    _worker_main(socket.socket(fileno=int(sys.argv[3])), sys.argv[1], sys.argv[2],
+                 json.loads(sys.argv[4]))
