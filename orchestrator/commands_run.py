@@ -394,7 +394,7 @@ def runs_list(
     """List the runs of the store with their progress."""
     config = _config(config_file, {"store": store})
     db = _open_store(config.store_path)
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for info in db.runs():
         counts = db.counts(info.id)
         rows.append((info.id, info.created.strftime("%Y-%m-%d %H:%M"), info.status,
