@@ -1,7 +1,8 @@
 """The orchestrator's HTTP API (port 8000): start runs, follow them, fetch figures and reports.
 
     POST /runs                 202 {"id": ...}: JSON {"dataset": path | [paths] on the
-                               server's allowed roots, or "pages": {"name", "pages": [{id,
+                               server's allowed roots (or a root's own name:
+                               "sample", the built-in sample), or "pages": {"name", "pages": [{id,
                                html, gold, feed?}]} or just the list of pages,
                                "services": [...], "options": {...}}
                                or multipart: an `archive` file (zip/tar of html/ + content/)
@@ -160,10 +161,13 @@ class RunRequest(BaseModel):
 
 
 def _resolve_dataset(path: str, roots: list[Path]) -> Path:
-    """A dataset folder named in a request, which must lie under an allowed root."""
+    """A dataset folder named in a request, which must lie under an allowed root: an
+    absolute path, a path below a root, or a root's own name ("sample", the built-in
+    sample, as runs name it)."""
     resolved_roots = [root.resolve() for root in roots]
     candidates = ([Path(path)] if Path(path).is_absolute()
-                  else [root / path for root in resolved_roots])
+                  else [root / path for root in resolved_roots]
+                  + [root for root in resolved_roots if root.name == path])
     for candidate in candidates:
         real = candidate.resolve()
         if any(real.is_relative_to(root) for root in resolved_roots) and real.is_dir():

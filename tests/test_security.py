@@ -395,6 +395,22 @@ def test_orchestrator_datasets_by_path_under_allowed_roots_only(
     assert rec.hits[before:] == []
 
 
+def test_a_root_is_named_by_its_own_folder_name_too(tmp_path: Path) -> None:
+    from orchestrator.api import _resolve_dataset
+    from orchestrator.commands_run import SAMPLE_DIR
+    from shared.answer import ServiceError
+
+    other = tmp_path / "datasets"
+    write_test_set(other / "news", {"p1": (PAGE, "The harbour bridge opened again.")})
+    roots = [SAMPLE_DIR, other]
+    assert _resolve_dataset("sample", roots) == SAMPLE_DIR.resolve()  # as runs name it
+    assert _resolve_dataset("news", roots) == (other / "news").resolve()
+    assert _resolve_dataset("datasets", roots) == other.resolve()
+    for outside in ("samples", "news/../..", "../datasets/..", str(tmp_path)):
+        with pytest.raises(ServiceError):
+            _resolve_dataset(outside, roots)
+
+
 def _zip(members: Sequence[tuple[str, bytes, int | None]]) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
