@@ -2,8 +2,9 @@
 
     POST /runs                 202 {"id": ...}: JSON {"dataset": path | [paths] on the
                                server's allowed roots (or a root's own name:
-                               "sample", the built-in sample), or "pages": {"name", "pages": [{id,
-                               html, gold, feed?}]} or just the list of pages,
+                               "sample", the built-in sample), or "pages": {"name",
+                               "pages": [{id, html, gold, feed?}]} or just the list
+                               of pages,
                                "services": [...], "options": {...}}
                                or multipart: an `archive` file (zip/tar of html/ + content/)
                                with optional `services` (comma list) and `options` (JSON)
