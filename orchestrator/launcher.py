@@ -19,6 +19,7 @@ from types import TracebackType
 import httpx
 
 from shared.registry import SERVICES, get_service
+from shared.workers import same_imports_env
 
 DEFAULT_PORT_BASE = min(entry.port for entry in SERVICES.values())
 """The port of the first service of the registry: `--port-base` of the registry ports."""
@@ -164,9 +165,8 @@ class LocalStack:
     def _spawn(self, name: str) -> None:
         entry = SERVICES[name]
         port = self.port(name)
-        env = {**os.environ, **(self.env or {}), "BOILERBENCH_HOST": self.host,
-               "BOILERBENCH_PORT": str(port)}
-        # -P: a folder named shared/ where the user stands is not the project's package.
+        env = same_imports_env({**os.environ, **(self.env or {}),
+                                "BOILERBENCH_HOST": self.host, "BOILERBENCH_PORT": str(port)})
         command = [sys.executable, "-P", "-m", "shared.serving", entry.app_path,
                    "--host", self.host, "--port", str(port), "--log-level", "warning",
                    "--no-access-log"]

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import json
 import os
 import pickle
 import signal
@@ -42,7 +41,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,12 +134,16 @@ def extraction_handler(module: str) -> Handler:
     return handle
 
 
-def _worker_main(sock: socket.socket, factory: str, argument: str,
-                 import_path: list[str]) -> None:
+def same_imports_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for a Python child started with -P that imports what this process imports:
+    PYTHONPATH is this process's sys.path, and -P keeps the child's working directory off
+    it (with -m alone a folder named shared/ there would be taken for the package)."""
+    return {**env, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+
+def _worker_main(sock: socket.socket, factory: str, argument: str) -> None:
     """Body of a worker process: build the handler once (`factory`, "module:function",
-    called with `argument`, imported along the pool's own `import_path`), then answer
-    one frame with one frame until the pool goes."""
-    sys.path[:] = import_path
+    called with `argument`), then answer one frame with one frame until the pool goes."""
     module, function = factory.split(":")
     handle: Handler = getattr(importlib.import_module(module), function)(argument)
     send_frame(sock, ("ready",))
@@ -246,13 +249,11 @@ class ProcessPool:
             # A page or a reply fits the buffer: one write, no ping-pong of 200 kB
             # chunks (each a wake-up of the other process) while the event loop waits.
             end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
-        # The worker imports along the pool's sys.path, not its own: with -m alone the
-        # working directory would come first, and a shared/ folder there would be
-        # taken for the package.
         process = subprocess.Popen(
             [sys.executable, "-P", "-m", "shared.workers", self.factory, self.argument,
-             str(child.fileno()), json.dumps(sys.path)],
+             str(child.fileno())],
             pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+            env=same_imports_env(os.environ),
         )
         child.close()
         worker = _Worker(process, parent)
@@ -434,5 +435,4 @@ class WorkerPool(ProcessPool):
         raise ServiceError(status, error, detail)
 
 if __name__ == "__main__":
-    _worker_main(socket.socket(fileno=int(sys.argv[3])), sys.argv[1], sys.argv[2],
-                 json.loads(sys.argv[4]))
+    _worker_main(socket.socket(fileno=int(sys.argv[3])), sys.argv[1], sys.argv[2])
