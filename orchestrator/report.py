@@ -158,13 +158,17 @@ def table_rows(summary: Summary) -> tuple[list[str], list[list[str]]]:
 
 
 def detail_rows(summary: Summary) -> tuple[list[str], list[list[str]]]:
-    """What only some rows have: block F1 and time (live services), and the reasons
-    of their errors and skips."""
-    header = ["row", "dataset", "block F1", "median ms", "errors and skips by reason"]
+    """What only some rows have: block F1 and time (live services), the reasons of
+    their errors and skips, and the pages they answered without text."""
+    header = ["row", "dataset", "block F1", "median ms",
+              "errors, skips and empty answers by reason"]
     rows = []
     for row in summary.services:
         block = _level(row, "block")
-        reasons = "; ".join(f"{reason} ({n})" for reason, n in row.error_reasons.items())
+        notes = [f"{reason} ({n})" for reason, n in row.error_reasons.items()]
+        if row.empty:
+            notes.append(f"no text extracted ({row.empty})")
+        reasons = "; ".join(notes)
         rows.append([row.service, row.dataset,
                      _fmt(block.macro["f1"].mean) if block else "–",
                      _fmt(row.elapsed_ms_median, 1), reasons or "–"])

@@ -69,6 +69,9 @@ class ServiceSummary(BaseModel):
     pages: int
     """Page results of any status."""
     ok: int
+    empty: int = 0
+    """Pages answered without error but without a word of text: a low score that is
+    an empty answer, not a wrong one."""
     errors: int
     skipped: int
     unscored: int
@@ -241,6 +244,7 @@ def summarize_service(service: str, dataset: str, results: Sequence[PageResult],
         dataset=dataset,
         pages=len(results),
         ok=sum(r.status == "ok" for r in results),
+        empty=sum(r.status == "ok" and not r.text.strip() for r in results),
         errors=sum(r.status == "error" for r in results),
         skipped=sum(r.status == "skipped" for r in results),
         unscored=sum(r.status == "error" and r.scores is None for r in results),

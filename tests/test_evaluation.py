@@ -231,3 +231,22 @@ def test_the_api_serves_a_page_with_its_diff(
     assert diff["extra_words"] > 0  # the whole page's text holds more than the article
     assert any(s["kind"] == "extra" for s in diff["extract"])
     assert missing.status_code == 404
+
+
+def test_pages_answered_without_text_are_counted_and_named(tmp_path: Path) -> None:
+    """jusText keeps nothing on a page without a paragraph of `length_high` characters
+    (most of the sample's): its row says so beside its low score, bte's row does not."""
+    done = boilerbench("run", "--in-process", "--dataset", str(SAMPLE), "--services",
+                       "justext,bte", "--output", "out", "--store", "store.sqlite",
+                       cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (out_dir,) = (tmp_path / "out").iterdir()
+    results = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
+    rows = {row["service"]: row for row in results["summary"]["services"]}
+    outputs = json.loads((out_dir / "outputs" / "justext.json").read_text(encoding="utf-8"))
+    empty = sum(not page["articleBody"].strip() for page in outputs.values())
+    assert 0 < empty < len(outputs)
+    assert rows["justext"]["empty"] == empty
+    assert rows["bte"]["empty"] == 0
+    assert f"justext on sample: no text extracted ({empty})" in " ".join(done.stderr.split())
+    assert f"no text extracted ({empty})" in (out_dir / "summary.md").read_text(encoding="utf-8")
