@@ -11,12 +11,15 @@ resumed job reads its progress from the shards as the local one does. At most
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from functools import cache
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
+import shared
 from orchestrator.warc import WarcPage
 from orchestrator.warc_job import JobAbortedError, Row, WarcJob, page_row
 from shared.answer import answer_page, page_query
@@ -26,6 +29,10 @@ from shared.registry import get_service
 # Pages per task: enough that Ray's per-task cost (scheduling, object transfer) is
 # small beside extraction, few enough that a killed job loses little.
 BATCH_PAGES = 8
+# Ray puts the driver's working directory first on its workers' sys.path, where a
+# folder named shared/ would be taken for the package: ray.init runs from the folder
+# that holds the project's packages instead (site-packages for an installed one).
+_PACKAGES_ROOT = Path(shared.__file__).resolve().parent.parent
 
 
 @cache
@@ -50,11 +57,12 @@ def run_on_ray(job: WarcJob, address: str, pages: Iterator[WarcPage],
     with `job.workers` CPUs, anything else is a running cluster's address."""
     import ray
 
-    if address == "auto":
-        ray.init(num_cpus=job.workers, include_dashboard=False, logging_level=logging.WARNING,
-                 log_to_driver=False)
-    else:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    with contextlib.chdir(_PACKAGES_ROOT):
+        if address == "auto":
+            ray.init(num_cpus=job.workers, include_dashboard=False,
+                     logging_level=logging.WARNING, log_to_driver=False)
+        else:
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     try:
         remote = ray.remote(num_cpus=1)(extract_batch)
         cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]

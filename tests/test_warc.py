@@ -23,13 +23,15 @@ from tests.helpers import REPO
 from tests.warc_files import Response, dataset_responses, warc_record, write_warc
 
 SERVICE = "bte"
-# The `boilerbench` command, run by this interpreter.
-CLI = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
+# The `boilerbench` command, run by this interpreter (-P: as the installed command, the
+# working directory is not on sys.path).
+CLI = [sys.executable, "-P", "-c", "from orchestrator.cli import app; app()"]
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n"
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=REPO,
+def run_cli(*args: str, timeout: float = 120, cwd: Path = REPO
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -167,15 +169,21 @@ def test_ray_gives_the_same_rows_and_resumes(crawl: tuple[Path, list[Response]],
                                              warc_rows: tuple[list[dict[str, object]], str],
                                              tmp_path: Path) -> None:
     """A killed Ray job's shard (two rows and a torn third) is resumed on a local Ray:
-    the folder ends with every row of the in-process job, once."""
+    the folder ends with every row of the in-process job, once. The job starts in a
+    folder holding folders named like the packages, which Ray's workers must not take
+    for them."""
     pytest.importorskip("ray", reason="Ray is not installed (the `ray` extra)")
+    work = tmp_path / "work"
+    for decoy in ("shared/datasets", "services/bte", "orchestrator"):
+        (work / decoy).mkdir(parents=True)
     out = tmp_path / "shards"
     out.mkdir()
     rows = warc_rows[0]
     (out / "part-00000.jsonl").write_bytes(
         b"".join(orjson.dumps(r) + b"\n" for r in rows[:2]) + orjson.dumps(rows[2])[:30])
     done = run_cli("extract", "--warc", str(crawl[0]), "--service", SERVICE, "--out", str(out),
-                   "--ray", "auto", "--workers", "2", "--shard-rows", "2", timeout=240)
+                   "--ray", "auto", "--workers", "2", "--shard-rows", "2", timeout=240,
+                   cwd=work)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in out.glob("part-*.jsonl")) == [
         "part-00000.jsonl", "part-00001.jsonl", "part-00002.jsonl"]
