@@ -746,7 +746,7 @@ def write_exports(out_dir: Path, summary: Summary, results: Sequence[PageResult]
     tables.mkdir(exist_ok=True)
     plots.mkdir(exist_ok=True)
     named = {"results": (*table_rows(summary), "Results, ranked per dataset"),
-             "details": (*detail_rows(summary), "Block F1, time and error reasons"),
+             "details": (*detail_rows(summary), "Block F1, time, error reasons and empty answers"),
              "pairwise": (*pairwise_rows(summary), "Pairwise Wilcoxon signed-rank tests")}
     for dataset, header, rows in significance_matrices(summary):
         stem = "significance-" + "".join(c if c.isalnum() else "_" for c in dataset)
