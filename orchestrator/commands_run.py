@@ -118,8 +118,8 @@ def run(
     store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
     resume: Annotated[str | None, typer.Option(help="Resume this unfinished run id.")] = None,
     predictions: Annotated[Path | None, typer.Option(
-        help="A folder of prediction files (<name>.json: {page id: {\"articleBody\": text}}),"
-             " each scored as a row beside the services.")] = None,
+        help="A prediction file (<name>.json: {page id: {\"articleBody\": text}}) or a folder"
+             " of them, each scored as a row beside the services.")] = None,
     rank_by: Annotated[str, typer.Option(
         help=f"The figure the tables rank by: {', '.join(RANK_KEYS)}.")] = "f1",
 ) -> None:
@@ -187,8 +187,8 @@ def run(
 @app.command()
 def score(
     predictions: Annotated[Path, typer.Option(
-        help="A folder of prediction files (<name>.json: {page id: {\"articleBody\": text}}),"
-             " e.g. a run's outputs/ folder.")],
+        help="A prediction file (<name>.json: {page id: {\"articleBody\": text}}) or a folder"
+             " of them, e.g. a run's outputs/ folder.")],
     dataset: Annotated[list[Path], typer.Option(
         help="The test set the predictions are for (html/, content/); repeatable.")],
     output: Annotated[Path | None, typer.Option(

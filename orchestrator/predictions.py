@@ -1,12 +1,13 @@
 """Prediction files: extracted texts per page, in the article-extraction benchmark's layout.
 
 A prediction file is JSON `{page id: {"articleBody": text}}`, or the same mapping
-under `"output"` beside a `"version"` (both as the Zyte benchmark publishes them).
-Every run writes one per service (`outputs/<service>.json` in its output folder),
-and a run can score such files beside its live services: each `<name>.json` of a
-folder is a row named `<name>` (`<name>.json` when a live service has that name),
-scored from its texts without extracting again. In a run over several test sets
-the keys are `<dataset>/<page id>`; a bare page id is accepted for any of them.
+under `"output"` beside a `"version"` (both as the Zyte benchmark publishes them), or
+plainly `{page id: text}`; null is no text. Every run writes one per service
+(`outputs/<service>.json` in its output folder), and a run can score such files beside
+its live services: each `<name>.json` of a folder, or one such file named alone, is a
+row named `<name>` (`<name>.json` when a live service has that name), scored from its
+texts without extracting again. In a run over several test sets the keys are
+`<dataset>/<page id>`; a bare page id is accepted for any of them.
 """
 
 from __future__ import annotations
@@ -37,25 +38,28 @@ def read_predictions(path: Path) -> dict[str, str]:
         raise PredictionsError(f"{path}: expected {{page id: {{\"articleBody\": text}}}}")
     texts: dict[str, str] = {}
     for key, entry in data.items():
-        body = entry.get("articleBody") if isinstance(entry, dict) else None
+        body = entry.get("articleBody") if isinstance(entry, dict) else entry
         if body is not None and not isinstance(body, str):
-            raise PredictionsError(f"{path}: page {key!r}: articleBody is not a string")
+            raise PredictionsError(f"{path}: page {key!r}: expected {{\"articleBody\": "
+                                   f"text}} or the text, not {json.dumps(entry)[:60]}")
         texts[str(key)] = body or ""
     return texts
 
 
-def prediction_rows(folder: Path, live: Iterable[str] = ()) -> dict[str, str]:
-    """Row name -> file path of every `*.json` in `folder` (module docstring)."""
-    if not folder.is_dir():
-        raise PredictionsError(f"{folder}: not a folder of prediction files")
+def prediction_rows(source: Path, live: Iterable[str] = ()) -> dict[str, str]:
+    """Row name -> file path of every `*.json` in `source`, a folder, or of `source`
+    itself, one prediction file (module docstring)."""
+    if source.is_dir():
+        paths = sorted(source.glob("*.json"))
+        if not paths:
+            raise PredictionsError(f"{source}: no *.json prediction files")
+    elif source.is_file():
+        paths = [source]
+    else:
+        raise PredictionsError(f"{source}: no such prediction file or folder")
     taken = set(live)
-    rows: dict[str, str] = {}
-    for path in sorted(folder.glob("*.json")):
-        name = path.stem if path.stem not in taken else path.name
-        rows[name] = str(path.resolve())
-    if not rows:
-        raise PredictionsError(f"{folder}: no *.json prediction files")
-    return rows
+    return {path.stem if path.stem not in taken else path.name: str(path.resolve())
+            for path in paths}
 
 
 def lookup(texts: Mapping[str, str], dataset: str, page_id: str) -> str | None:

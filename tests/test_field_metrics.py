@@ -1,8 +1,10 @@
 """The field's figures: the article-extraction benchmark's shingle metric reproduces
-the figures upstream publishes for its 15 prediction files, and ROUGE-LSum."""
+the figures upstream publishes for its 15 prediction files, and ROUGE-LSum; prediction
+files are read in each layout, as a folder or one file alone."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -110,3 +112,28 @@ def test_rouge_lsum_scores_lines_in_any_script() -> None:
     assert 0 < rouge_lsum_f1(gold, "这是第二行\n菜单 首页") < 1
     assert rouge_lsum_f1("Alpha beta gamma.\nDelta epsilon.", "navigation only") == 0.0
     assert rouge_lsum_f1("", "") == 1.0
+
+
+def test_prediction_files_in_each_layout_and_one_file_alone(tmp_path: Path) -> None:
+    from orchestrator.predictions import PredictionsError, prediction_rows
+
+    layouts = {
+        "benchmark": {"p1": {"articleBody": "One."}, "p2": {"articleBody": None}},
+        "versioned": {"version": 1, "output": {"p1": {"articleBody": "One."}, "p2": {}}},
+        "plain": {"p1": "One.", "p2": None},
+    }
+    for name, data in layouts.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(data), encoding="utf-8")
+        assert read_predictions(tmp_path / f"{name}.json") == {"p1": "One.", "p2": ""}, name
+    assert set(prediction_rows(tmp_path)) == set(layouts)
+    assert prediction_rows(tmp_path / "plain.json") == {
+        "plain": str((tmp_path / "plain.json").resolve())}
+    assert set(prediction_rows(tmp_path / "plain.json", live=["plain"])) == {"plain.json"}
+    (tmp_path / "odd.json").write_text('{"p1": 1}', encoding="utf-8")
+    with pytest.raises(PredictionsError, match="page 'p1': expected"):
+        read_predictions(tmp_path / "odd.json")
+    with pytest.raises(PredictionsError, match="no such prediction file or folder"):
+        prediction_rows(tmp_path / "missing.json")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PredictionsError, match=re.escape("no *.json prediction files")):
+        prediction_rows(tmp_path / "empty")
