@@ -242,6 +242,10 @@ class RunConfig(BaseSettings):
             name = self.dataset_name or self.html_folder.resolve().parent.name or "dataset"
             sets.append((name, self.html_folder, self.content_folder, self.feeds_folder))
         for folder in self.dataset:
+            if folder.is_file():
+                raise ConfigError(f"{folder} is a file: a test set here is a folder of html/ "
+                                  "and content/ (a JSON list of pages or a zip/tar of such a "
+                                  "folder goes to POST /runs of `boilerbench serve`)")
             feeds = folder / "feeds"
             sets.append((folder.resolve().name, folder / "html", folder / "content",
                          feeds if feeds.is_dir() else None))
