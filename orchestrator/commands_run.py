@@ -43,7 +43,12 @@ from orchestrator.config import LEGACY_STORE, ConfigError, RunConfig, load_confi
 from orchestrator.launcher import LocalStack, StackError, check_services, free_port
 from orchestrator.models import RANK_KEYS
 from orchestrator.service_options import OptionsError, check_options
-from orchestrator.testsets import SCRAPINGHUB_URL, DatasetError, download_scrapinghub
+from orchestrator.testsets import (
+    SCRAPINGHUB_URL,
+    DatasetError,
+    download_scrapinghub,
+    open_dataset_file,
+)
 
 if TYPE_CHECKING:
     from orchestrator.models import PageResult
@@ -85,7 +90,8 @@ def run(
     config_file: Annotated[Path | None, typer.Option(
         "--config", exists=True, dir_okay=False, help="A key:value; configuration file.")] = None,
     dataset: Annotated[list[Path] | None, typer.Option(
-        help="A dataset folder (html/, content/, feeds/); repeatable. Default: the sample.")
+        help="A dataset folder (html/, content/, feeds/), a JSON test set or a zip/tar of "
+             "such folders; repeatable. Default: the sample.")
     ] = None,
     services: Annotated[str | None, typer.Option(
         help="Comma-separated service names; name@label is another row of that service, "
@@ -190,7 +196,8 @@ def score(
         help="A prediction file (<name>.json: {page id: {\"articleBody\": text}}) or a folder"
              " of them, e.g. a run's outputs/ folder.")],
     dataset: Annotated[list[Path], typer.Option(
-        help="The test set the predictions are for (html/, content/); repeatable.")],
+        help="The test set the predictions are for (a folder of html/ and content/, a JSON "
+             "test set or an archive); repeatable.")],
     output: Annotated[Path | None, typer.Option(
         "--output", "--out", help="Output folder (a sub-folder per run).")] = None,
     store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
@@ -251,16 +258,20 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
 
     try:
         sets = config.dataset_folders()
+        memory = [found for path in config.dataset_files() for found in open_dataset_file(path)]
     except ConfigError as exc:
         console.print(f"[red]configuration error: {exc}")
         raise typer.Exit(2) from None
-    if not sets:
+    except DatasetError as exc:
+        console.print(f"[red]{exc}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    if not sets and not memory:
         sets = [("sample", SAMPLE_DIR / "html", SAMPLE_DIR / "content", SAMPLE_DIR / "feeds")]
     spec = config.run_spec(services=services, predictions=predictions, rank_by=rank_by,
                            local=config.mode == "local")
     _check_assumed_services(spec, config)
     try:
-        run_id = create_run(db, spec, [folder_source(*s) for s in sets])
+        run_id = create_run(db, spec, [folder_source(*s) for s in sets], memory)
     except (DatasetError, ValueError) as exc:  # PredictionsError is a ValueError
         console.print(f"[red]{exc}")
         raise typer.Exit(2) from None

@@ -28,8 +28,9 @@ Keys (file key; environment variable `BOILERBENCH_<KEY>`; CLI flag), default in 
   paired by file name: one test set (f2). feeds_folder: optional `<id>.xml` RSS/Atom
   feeds for the rss service. dataset_name: the test set's name in the results
   [the html folder's parent folder name].
-- dataset: comma list of dataset folders in the `html/`, `content/` (`feeds/`) layout;
-  may be combined with html_folder.
+- dataset: comma list of dataset folders in the `html/`, `content/` (`feeds/`) layout,
+  JSON test sets (`[{"id", "html", "gold", "feed"}]` or `{"name", "pages": [...]}`)
+  and zip/tar archives of such folders; may be combined with html_folder.
 - output_folder: one sub-folder per run with results.json, pages.csv, summary.md,
   report.html [results].
 - store: SQLite file of runs and page results, one per user [the platform's data
@@ -243,13 +244,16 @@ class RunConfig(BaseSettings):
             sets.append((name, self.html_folder, self.content_folder, self.feeds_folder))
         for folder in self.dataset:
             if folder.is_file():
-                raise ConfigError(f"{folder} is a file: a test set here is a folder of html/ "
-                                  "and content/ (a JSON list of pages or a zip/tar of such a "
-                                  "folder goes to POST /runs of `boilerbench serve`)")
+                continue  # a JSON test set or an archive: dataset_files
             feeds = folder / "feeds"
             sets.append((folder.resolve().name, folder / "html", folder / "content",
                          feeds if feeds.is_dir() else None))
         return sets
+
+    def dataset_files(self) -> list[Path]:
+        """The test sets named as files: JSON test sets and zip/tar archives of folders
+        (testsets.open_dataset_file reads them)."""
+        return [path for path in self.dataset if path.is_file()]
 
     def run_spec(self, *, services: list[str] | None = None,
                  options: Mapping[str, dict[str, Any]] | None = None,

@@ -23,6 +23,7 @@ import re
 import stat
 import struct
 import tarfile
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.decoding import NotHTMLError, decode_html, decode_text
 
@@ -452,6 +453,40 @@ def archive_dataset_folders(root: Path, files: Iterable[PurePosixPath], name: st
         shown = ", ".join(stray[:20]) + (f" and {len(stray) - 20} more" if len(stray) > 20 else "")
         warnings.append(f"files outside any html/ or content/ folder: {shown}")
     return found, warnings
+
+
+def open_dataset_file(path: Path, limits: ArchiveLimits | None = None) -> list[Dataset]:
+    """The test sets of a file named where a folder may be: a JSON test set (`{"name",
+    "pages"}`, or only its list of pages, named after the file) or a zip/tar of folders
+    with html/ and content/, unpacked in a temporary folder. Their pages are read into
+    memory, for the run to keep in its store as it keeps those of a POST /runs."""
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise DatasetError(f"{path}: not a readable JSON test set ({exc})") from None
+        if isinstance(data, list):
+            data = {"name": path.stem, "pages": data}
+        try:
+            return [DatasetIn.model_validate(data).dataset()]
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
+                                 for e in exc.errors()[:3])
+            raise DatasetError(f"{path}: not a JSON test set: {problems}") from None
+    name = path.name.split(".")[0] or "archive"
+    with tempfile.TemporaryDirectory() as folder, path.open("rb") as source:
+        root = Path(folder) / name
+        try:
+            folders, warnings = archive_dataset_folders(
+                root, unpack_archive(source, root, limits), name)
+        except DatasetError as exc:
+            raise type(exc)(f"{path}: {exc}") from None  # ArchiveError stays one
+        datasets = []
+        for set_name, set_folder in folders:
+            unpacked = open_dataset_dir(set_folder, set_name)
+            datasets.append(in_memory(set_name, list(unpacked.pages()), unpacked.warnings))
+        datasets[0].warnings.extend(warnings)  # the archive's own, said once
+        return datasets
 
 
 # ---------------------------------------------------------------------------------------

@@ -26,12 +26,13 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(f"BOILERBENCH_{key}", raising=False)
 
 
-def test_a_dataset_that_is_a_file_is_refused_with_what_a_test_set_is(tmp_path: Path) -> None:
+def test_datasets_named_as_files_are_kept_apart_from_folders(tmp_path: Path) -> None:
     pages = tmp_path / "pages.json"
     pages.write_text('[{"id": "a", "html": "<p>a</p>", "gold": "a"}]', encoding="utf-8")
-    config = load_config(file_values={"dataset": str(pages)})
-    with pytest.raises(ConfigError, match=r"pages\.json is a file: a test set here is a folder"):
-        config.dataset_folders()
+    folder = tmp_path / "set"
+    config = load_config(file_values={"dataset": f"{pages},{folder}"})
+    assert config.dataset_files() == [pages]
+    assert [name for name, *_ in config.dataset_folders()] == ["set"]
 
 
 def test_example_file_loads_and_names_the_sample_set() -> None:

@@ -250,3 +250,30 @@ def test_pages_answered_without_text_are_counted_and_named(tmp_path: Path) -> No
     assert rows["bte"]["empty"] == 0
     assert f"justext on sample: no text extracted ({empty})" in " ".join(done.stderr.split())
     assert f"no text extracted ({empty})" in (out_dir / "summary.md").read_text(encoding="utf-8")
+
+
+def test_a_json_test_set_and_an_archive_score_as_their_folder(tmp_path: Path) -> None:
+    """`--dataset` takes the test-set formats POST /runs takes: the sample as a folder,
+    as a zip of it and as a JSON list of its pages gives one figure three times."""
+    import zipfile
+
+    from orchestrator.testsets import open_dataset_dir
+
+    with zipfile.ZipFile(tmp_path / "zipped.zip", "w") as archive:
+        for path in sorted(SAMPLE.rglob("*")):
+            if path.is_file() and path.parent.name in ("html", "content", "feeds"):
+                archive.write(path, f"zipped/{path.relative_to(SAMPLE)}")
+    pages = [{"id": page.id, "html": page.html_text(), "gold": page.gold}
+             for page in open_dataset_dir(SAMPLE).pages()]
+    (tmp_path / "listed.json").write_text(json.dumps(pages), encoding="utf-8")
+    done = boilerbench("run", "--in-process", "--services", "bte", "--dataset", str(SAMPLE),
+                       "--dataset", "zipped.zip", "--dataset", "listed.json",
+                       "--output", "out", "--store", "store.sqlite", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (out_dir,) = (tmp_path / "out").iterdir()
+    results = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
+    rows = {row["dataset"]: row for row in results["summary"]["services"]}
+    f1 = {name: rows[name]["levels"]["word"]["macro"]["f1"]["mean"]
+          for name in ("sample", "zipped", "listed")}
+    assert rows["listed"]["pages"] == rows["zipped"]["pages"] == rows["sample"]["pages"] > 10
+    assert f1["zipped"] == f1["listed"] == f1["sample"] > 0.5

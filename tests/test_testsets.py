@@ -24,12 +24,10 @@ from orchestrator.testsets import (
     Dataset,
     DatasetError,
     DatasetIn,
-    archive_dataset_folders,
     download_scrapinghub,
-    in_memory,
     open_dataset_dir,
+    open_dataset_file,
     pair_names,
-    unpack_archive,
 )
 from shared.tokens import tokenize
 from tests.helpers import SAMPLE, tar_bytes, zip_bytes
@@ -102,19 +100,32 @@ def test_json_pages() -> None:
 
 def datasets_from_archive(data: bytes, name: str = "upload",
                           limits: ArchiveLimits | None = None) -> list[Dataset]:
-    """The test sets of an archive as the API reads an upload (unpack_archive, then
-    archive_dataset_folders), loaded into memory; the archive's warnings go to the
-    first set."""
+    """The test sets of an archive, read as `--dataset` reads an archive file."""
     with tempfile.TemporaryDirectory() as temp:
-        root = Path(temp) / "archive"
-        files = unpack_archive(data, root, limits)
-        folders, warnings = archive_dataset_folders(root, files, name)
-        sets = []
-        for set_name, folder in folders:
-            on_disk = open_dataset_dir(folder, set_name)
-            sets.append(in_memory(set_name, list(on_disk.pages()), on_disk.warnings))
-    sets[0].warnings.extend(warnings)
-    return sets
+        path = Path(temp) / f"{name}.archive"
+        path.write_bytes(data)
+        return open_dataset_file(path, limits)
+
+
+def test_a_json_test_set_file_as_pages_or_named(tmp_path: Path) -> None:
+    sample = open_dataset_dir(SAMPLE)
+    pages = [{"id": p.id, "html": p.html_text(), "gold": p.gold} for p in sample.pages()]
+    (tmp_path / "listed.json").write_text(json.dumps(pages), encoding="utf-8")
+    (tmp_path / "named.json").write_text(json.dumps({"name": "mine", "pages": pages[:2]}),
+                                         encoding="utf-8")
+    (listed,) = open_dataset_file(tmp_path / "listed.json")
+    (named,) = open_dataset_file(tmp_path / "named.json")
+    assert (listed.name, listed.ids) == ("listed", sample.ids)
+    assert (named.name, named.ids) == ("mine", sample.ids[:2])
+    page = sample.ids[0]
+    assert listed.page(page).gold == sample.page(page).gold
+    assert listed.page(page).html_text() == sample.page(page).html_text()
+    (tmp_path / "broken.json").write_text('[{"id": "a"', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"broken\.json: not a readable JSON test set"):
+        open_dataset_file(tmp_path / "broken.json")
+    (tmp_path / "odd.json").write_text('{"a": 1}', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"odd\.json: not a JSON test set: pages: Field"):
+        open_dataset_file(tmp_path / "odd.json")
 
 
 def test_zip_archive_with_two_sets_and_stray_files() -> None:
