@@ -33,6 +33,7 @@ from typing import IO
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.answer import validation_message
 from shared.decoding import NotHTMLError, decode_html, decode_text
 
 HTML_SUFFIXES = (".html", ".htm")
@@ -469,10 +470,9 @@ def open_dataset_file(path: Path, limits: ArchiveLimits | None = None) -> list[D
             data = {"name": path.stem, "pages": data}
         try:
             return [DatasetIn.model_validate(data).dataset()]
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
-                                 for e in exc.errors()[:3])
-            raise DatasetError(f"{path}: not a JSON test set: {problems}") from None
+        except ValidationError as exc:  # a file of many pages: its first problems
+            raise DatasetError(f"{path}: not a JSON test set: "
+                               f"{validation_message(exc, most=3)}") from None
     name = path.name.split(".")[0] or "archive"
     with tempfile.TemporaryDirectory() as folder, path.open("rb") as source:
         root = Path(folder) / name

@@ -39,10 +39,11 @@ class ServiceError(Exception):
         return ErrorReply(error=self.error, detail=self.detail).model_dump_json().encode()
 
 
-def validation_message(exc: ValidationError) -> str:
-    """pydantic errors as one line: `field: message; ...`."""
+def validation_message(exc: ValidationError, most: int | None = None) -> str:
+    """pydantic errors as one line: `field: message; ...` (the first `most` of them)."""
     return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}" for err in exc.errors()
+        f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}"
+        for err in exc.errors()[:most]
     )
 
 
