@@ -36,6 +36,7 @@ from orchestrator.launcher import (
 )
 from orchestrator.store import Store
 from shared.registry import SERVICES
+from tests.helpers import SAMPLE
 from tests.servers import REPO, free_port, local_stack, serve_http
 
 CLI = [sys.executable, "-m", "orchestrator.cli"]
@@ -359,7 +360,7 @@ def test_runs_list_keeps_whole_run_ids_in_a_narrow_terminal(
 
 
 def test_extract_reads_a_page_from_standard_input_as_from_its_file() -> None:
-    page = sorted((REPO / "orchestrator" / "sample" / "html").glob("*.html"))[0]
+    page = sorted((SAMPLE / "html").glob("*.html"))[0]
     runner = CliRunner()
     from_file = runner.invoke(app, ["extract", str(page), "--service", "bte", "--in-process"])
     from_stdin = runner.invoke(app, ["extract", "-", "--service", "bte", "--in-process"],
@@ -389,7 +390,7 @@ def test_services_start_from_a_folder_that_holds_folders_named_like_the_packages
     for folder in ("shared/datasets", "services/bte"):
         (tmp_path / folder).mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
-    page = sorted((REPO / "orchestrator" / "sample" / "html").glob("*.html"))[0]
+    page = sorted((SAMPLE / "html").glob("*.html"))[0]
     with local_stack(["bte"], timeout=60) as stack:
         reply = httpx.post(f"{stack.urls()['bte']}/extract", content=page.read_bytes(),
                            headers={"content-type": "text/html"}, timeout=30)

@@ -54,7 +54,14 @@ from orchestrator.store import Store, StoreError
 from orchestrator.testsets import LabelledPage, in_memory
 from shared.contract import Block
 from shared.html import parse_html, text_blocks
-from tests.helpers import REPO, overlapping_zip, tar_bytes, write_test_set, zip_bytes
+from tests.helpers import (
+    REPO,
+    SAMPLE,
+    overlapping_zip,
+    tar_bytes,
+    write_test_set,
+    zip_bytes,
+)
 from tests.servers import serve_app, stand_in_service
 
 PAGE = ("<html><body><h1>Harbour news</h1><p>The harbour bridge opened again today.</p>"
@@ -122,8 +129,6 @@ def test_a_page_past_the_scoring_time_limit_is_an_unscored_error(tmp_path: Path)
     assert store.status(run_id) == "finished"
     store.close()
 
-
-SAMPLE = REPO / "orchestrator" / "sample"
 
 
 def _sample_extracts() -> list[tuple[str, str, str, list[Block]]]:
