@@ -11,6 +11,7 @@ with no str or Block ever copied between the two processes.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +23,8 @@ from shared.contract import Algorithm, Block, ErrorReply, ExtractRequest, PageEr
 from shared.decoding import NotHTMLError, check_html, decode_html
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+# The charset parameter of a Content-Type (RFC 9110, 8.3.2), quoted or not.
+_CHARSET = re.compile(r";\s*charset\s*=\s*\"?([A-Za-z0-9_.:-]{1,40})", re.IGNORECASE)
 
 
 class ServiceError(Exception):
@@ -84,8 +87,9 @@ def parse_extract_request(body: bytes, content_type: str, query: dict[str, str])
         except NotHTMLError as exc:
             raise ServiceError(400, "not_html", str(exc)) from None
         return request
+    charset = _CHARSET.search(content_type)
     try:
-        html = decode_html(body)
+        html = decode_html(body, charset.group(1) if charset else None)
     except NotHTMLError as exc:
         raise ServiceError(400, "not_html", str(exc)) from None
     options: dict[str, Any] = {k: v for k, v in query.items() if k != "url"}
@@ -151,14 +155,15 @@ def page_query(uri: str | None, options: dict[str, str]) -> dict[str, str]:
     return {**options, "url": uri} if uri else dict(options)
 
 
-def answer_page(algorithm: Algorithm, data: bytes, query: dict[str, str]) -> dict[str, Any]:
-    """One page's reply, as a service would give it, computed in this process (for
-    callers without a worker pool: `boilerbench extract --in-process`, Ray tasks): the
-    contract's reply fields, or `error` (`code: detail`) where the page was refused or
-    the extractor refused it."""
+def answer_page(algorithm: Algorithm, data: bytes, query: dict[str, str],
+                content_type: str = "text/html") -> dict[str, Any]:
+    """One page's reply, as a service would give it to a body of `content_type`,
+    computed in this process (for callers without a worker pool: `boilerbench extract
+    --in-process`, Ray tasks): the contract's reply fields, or `error` (`code: detail`)
+    where the page was refused or the extractor refused it."""
     started = time.perf_counter()
     try:
-        partial = answer_extract(algorithm, reply_head(algorithm), data, "text/html", query)
+        partial = answer_extract(algorithm, reply_head(algorithm), data, content_type, query)
     except ServiceError as exc:
         return {"error": f"{exc.error}: {exc.detail}"}
     except PageError as exc:

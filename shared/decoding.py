@@ -1,12 +1,18 @@
 """From page bytes to text, the same way for every service and the orchestrator.
 
-Order: a byte-order mark wins; then strict UTF-8; then a charset the page declares
+Order: a byte-order mark wins; then the charset the transport gives (the charset
+parameter of an HTTP Content-Type), where the bytes decode under it; then strict
+UTF-8; then a charset the page declares
 (<meta charset>, HTTP-equiv meta, or an XML declaration), kept only if the bytes
 decode under it without errors; then, for text in a Latin script (its non-ASCII
 bytes mostly stand alone, between ASCII letters), windows-1252, the default of
 browsers; else charset-normalizer's best guess. Strict UTF-8 goes before the
 declaration because real pages often declare Latin-1 over UTF-8 bytes, while text in
-a legacy charset almost never passes as valid UTF-8.
+a legacy charset almost never passes as valid UTF-8. A declared label means what it
+means to browsers (WHATWG Encoding Standard): latin1 and us-ascii are windows-1252,
+and a UTF-16 label inside the bytes themselves is UTF-8. Where nothing fits at all, a
+page that is UTF-8 but for a few pasted windows-1252 bytes keeps its UTF-8 and reads
+those bytes as windows-1252 (pages that are binary then fail check_html).
 
 Why windows-1252 before the detector: on pages that are neither UTF-8 nor declared
 (mostly English text with a few accents and curly quotes), charset-normalizer costs
@@ -19,6 +25,7 @@ of non-ASCII bytes, where the detector has evidence, and gets it.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import re
 
 from charset_normalizer import from_bytes
@@ -41,7 +48,7 @@ _CONTROL_CODES = frozenset([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F])
 # scan took as long as half an lxml parse). The controls are ASCII, so they are the
 # same single bytes in UTF-8, and no multi-byte UTF-8 sequence holds a byte < 0x80.
 _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL_CODES)
-_TAG = re.compile(r"<\s*[A-Za-z!?/]")
+_TAG = re.compile(r"<[A-Za-z!?/]")
 # A page whose text is more than this share control characters is binary, not HTML.
 _MAX_CONTROL_SHARE = 0.05
 # Controls are counted on the first _SAMPLE characters: binary data shows its control
@@ -59,15 +66,38 @@ class NotHTMLError(ValueError):
     """The input is empty, binary or has no markup at all (reported as 400)."""
 
 
+# Labels browsers read as another encoding (WHATWG Encoding Standard, "get an
+# encoding" and the meta prescan's UTF-16 rule), by Python's codec names.
+_AS_BROWSERS_READ = {"iso8859-1": "cp1252", "ascii": "cp1252", "iso8859-9": "cp1254",
+                     "iso8859-11": "cp874", "tis-620": "cp874", "utf-16": "utf-8",
+                     "utf-16-le": "utf-8", "utf-16-be": "utf-8"}
+
+
+def browser_codec(label: str) -> str | None:
+    """Python's codec for an encoding label as browsers read it; None if unknown."""
+    try:
+        codec = codecs.lookup(label.strip()).name
+    except LookupError:
+        return None
+    return _AS_BROWSERS_READ.get(codec, codec)
+
+
 def _declared_charset(data: bytes) -> str | None:
     match = _DECLARED.search(data[:4096])
     if not match:
         return None
-    name = match.group(1).decode("ascii", "replace")
-    try:
-        return codecs.lookup(name).name
-    except LookupError:
-        return None
+    return browser_codec(match.group(1).decode("ascii", "replace"))
+
+
+def _windows_1252_bytes(error: UnicodeError) -> tuple[str, int]:
+    """A codec error handler: the bytes UTF-8 cannot read, read as windows-1252."""
+    if not isinstance(error, UnicodeDecodeError):
+        raise error
+    stray = error.object[error.start:error.end]
+    return bytes(stray).decode("cp1252", errors="replace"), error.end
+
+
+codecs.register_error("boilerbench-windows-1252", _windows_1252_bytes)
 
 
 def _utf16_without_bom(data: bytes) -> str | None:
@@ -87,23 +117,29 @@ def _latin_script(data: bytes) -> bool:
     return 4 * marked.count(b"\x80\x80") < marked.count(b"\x80")
 
 
-def decode_html(data: bytes) -> str:
-    """Decode page bytes to text; raise NotHTMLError for empty or binary input."""
+def decode_html(data: bytes, charset: str | None = None) -> str:
+    """Decode page bytes to text (`charset`: the transport's label, if any); raise
+    NotHTMLError for empty or binary input."""
     if not data or data.isspace():
         raise NotHTMLError("the body is empty")
-    text = decode_text(data)
+    text = decode_text(data, charset)
     check_html(text)
     return text
 
 
-def decode_text(data: bytes) -> str:
-    """Decode bytes to text in the order of the module docstring (HTML or not);
-    raise NotHTMLError when no text encoding fits them."""
+def decode_text(data: bytes, charset: str | None = None) -> str:
+    """Decode bytes to text in the order of the module docstring (HTML or not;
+    `charset`: the transport's label). Always some text: whether it is a page is
+    check_html's question."""
     text: str | None = None
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             text = data[len(bom):].decode(encoding, errors="replace")
             break
+    transport = browser_codec(charset) if text is None and charset else None
+    if transport is not None:
+        with contextlib.suppress(UnicodeDecodeError):
+            text = data.decode(transport)
     if text is None:
         utf16 = _utf16_without_bom(data)
         candidates = [c for c in (utf16, "utf-8", _declared_charset(data)) if c]
@@ -117,10 +153,20 @@ def decode_text(data: bytes) -> str:
         text = data.decode("cp1252", errors="replace")  # 5 bytes it leaves undefined
     if text is None:
         best = from_bytes(data).best()
-        if best is None:
-            raise NotHTMLError("the body is binary: no text encoding fits it")
-        text = str(best)
+        text = (str(best) if best is not None
+                else data.decode("utf-8", errors="boilerbench-windows-1252"))
     return text
+
+
+def decode_gold(data: bytes) -> tuple[str, str | None]:
+    """A gold (or feed) file's text, and a note when it was not valid UTF-8: such a file
+    is decoded as pages are (declared or detected charset), never with replacement
+    characters that would count as words missed."""
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as exc:
+        note = f"not valid UTF-8 (byte {exc.start}); decoded by charset detection"
+    return decode_text(data), note
 
 
 def check_html(text: str) -> None:

@@ -48,7 +48,7 @@ from lxml import etree
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from shared.contract import PathTree
-from shared.html import BLOCK_LEVEL, INVISIBLE, parse_html, tag_name
+from shared.html import BLOCK_LEVEL, INVISIBLE, parse_html, tag_name, xpath_step
 
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 # Start and end tags of the elements whose nesting costs lexbor quadratic time.
@@ -174,7 +174,7 @@ class FlatPage:
         several children of that name."""
         parent, name = self.parents[element], self.names[element]
         same = (self._siblings.get(parent) or self._children_by_name(parent))[name]
-        return "/" + name if len(same) == 1 else f"/{name}[{bisect_left(same, element) + 1}]"
+        return xpath_step(name, None if len(same) == 1 else bisect_left(same, element) + 1)
 
     def _children_by_name(self, parent: int) -> dict[str, list[int]]:
         """The children of `parent` by name, in document order, found by hopping from

@@ -10,6 +10,7 @@ block element that holds it: the unit most services report as their blocks.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +21,8 @@ from lxml import etree
 # Elements whose text is never shown.
 INVISIBLE = frozenset(
     {"script", "style", "noscript", "template", "head", "title", "meta", "link", "iframe",
-     "object", "embed", "svg", "math", "select", "option", "datalist", "textarea", "canvas"}
+     "object", "embed", "svg", "math", "select", "option", "datalist", "textarea", "canvas",
+     "noframes", "noembed"}
 )
 # Elements that start a new line in a text-mode rendering.
 BLOCK_LEVEL = frozenset(
@@ -28,7 +30,7 @@ BLOCK_LEVEL = frozenset(
      "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2",
      "h3", "h4", "h5", "h6", "header", "hgroup", "hr", "li", "main", "nav", "ol", "p", "pre",
      "section", "summary", "table", "tbody", "thead", "tfoot", "tr", "td", "th", "caption",
-     "ul", "br", "center", "menu", "dir", "frameset", "frame", "noframes", "legend", "text"}
+     "ul", "br", "center", "menu", "dir", "frameset", "frame", "legend", "text"}
 )
 _XML_BAD = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _SPACE = re.compile(r"\s+")
@@ -111,7 +113,40 @@ def parse_html(html: str) -> lxml.html.HtmlElement:
             deep_root = None  # keep what the normal parse gave
         if isinstance(deep_root, lxml.html.HtmlElement) and tag_name(deep_root) == "html":
             root = deep_root
+    if any(isinstance(e.tag, str) for e in root.itersiblings()):
+        root = _with_trailing_content(root)
     return root
+
+
+def _with_trailing_content(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    """libxml2 puts what follows </html> into <html> siblings of the root, which no walk
+    from the root sees; browsers show it at the end of <body>. It is moved there and the
+    root copied out of the document (the siblings cannot be removed in place)."""
+    body = root.find("body")
+    if body is None:
+        body = etree.SubElement(root, "body")
+    for sibling in [e for e in root.itersiblings() if isinstance(e.tag, str)]:
+        _append_text(body, sibling.text)
+        for child in list(sibling):
+            if tag_name(child) == "head":
+                continue
+            if tag_name(child) == "body":
+                _append_text(body, child.text)
+                body.extend(list(child))
+            else:
+                body.append(child)
+    copied: lxml.html.HtmlElement = copy.deepcopy(root)
+    return copied
+
+
+def _append_text(element: etree._Element, text: str | None) -> None:
+    """Add text at the end of an element's content."""
+    if not text:
+        return
+    if len(element):
+        element[-1].tail = (element[-1].tail or "") + text
+    else:
+        element.text = (element.text or "") + text
 
 
 def tag_name(element: etree._Element) -> str:
@@ -132,6 +167,26 @@ class TextBlock:
     element: etree._Element
     path: str
     link_chars: int
+
+
+# A name an XPath 1.0 name test can spell (an NCName; ASCII here, the rest goes by name()).
+_NAME_TEST = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
+
+
+def xpath_step(name: str, position: int | None = None) -> str:
+    """One step of an element's path: /name, or /name[k] for the k-th child of that
+    name. A name that is no valid name test (`fb:like`, whose prefix no namespace
+    binds, or `http:`) is matched by name(): /*[name()='fb:like'][k], a valid XPath
+    1.0 that any engine evaluates."""
+    if _NAME_TEST.match(name):
+        test = name
+    elif "'" not in name:
+        test = f"*[name()='{name}']"
+    elif '"' not in name:
+        test = f'*[name()="{name}"]'
+    else:
+        test = "*[name()=concat('" + "', \"'\", '".join(name.split("'")) + "')]"
+    return f"/{test}[{position}]" if position else f"/{test}"
 
 
 class ElementPaths:
@@ -166,7 +221,7 @@ class ElementPaths:
                 tag = element.tag
                 before = sum(1 for e in element.itersiblings(preceding=True) if e.tag == tag)
                 after = sum(1 for e in element.itersiblings() if e.tag == tag)
-                return f"/{element.tag}" + (f"[{before + 1}]" if before + after else "")
+                return xpath_step(tag, before + 1 if before + after else None)
             self._name_children(parent)
             step = self._steps[element]
         return step
@@ -181,10 +236,10 @@ class ElementPaths:
         for child in children:
             tag = child.tag
             if totals[tag] == 1:
-                self._steps[child] = f"/{tag}"
+                self._steps[child] = xpath_step(tag)
             else:
                 seen[tag] = seen.get(tag, 0) + 1
-                self._steps[child] = f"/{tag}[{seen[tag]}]"
+                self._steps[child] = xpath_step(tag, seen[tag])
 
 
 def text_blocks(root: etree._Element) -> list[TextBlock]:

@@ -33,7 +33,7 @@ import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
 from shared.blockmap import CONTENT_SHARE, token_support
-from shared.decoding import NotHTMLError, decode_html
+from shared.decoding import NotHTMLError, decode_gold, decode_html
 from shared.gbdt import decide
 from shared.modelfile import read_json, write_json
 from shared.tokens import tokenize
@@ -78,9 +78,10 @@ def page_ids(dataset: Path) -> list[str]:
 
 
 def load_page(dataset: Path, page_id: str) -> tuple[str, str]:
-    """Decoded HTML and gold text of one page."""
+    """Decoded HTML and gold text of one page (gold that is not UTF-8 decoded as pages
+    are, as the orchestrator reads it)."""
     html = decode_html((dataset / "html" / f"{page_id}.html").read_bytes())
-    gold = (dataset / "content" / f"{page_id}.txt").read_text(encoding="utf-8")
+    gold = decode_gold((dataset / "content" / f"{page_id}.txt").read_bytes())[0]
     return html, gold
 
 

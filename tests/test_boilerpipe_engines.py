@@ -46,3 +46,13 @@ def test_every_extractor_runs_on_both_engines(extractor: str, scrapinghub: Path)
             assert len(content) == len(body.blocks)
         else:
             assert 0 < len(content) < len(body.blocks)
+
+
+@pytest.mark.parametrize("reference", ["&#xD800;", "&#55296;", "&#xdfff"])
+def test_reference_to_a_surrogate_reads_as_replacement_character(reference: str) -> None:
+    page = (f"<html><body><p>bad {reference} reference in a paragraph of words.</p>"
+            "</body></html>")
+    for engine in ("java", "python"):
+        reply = ALGORITHM.run(page, {"engine": engine}, None)
+        assert [b.text for b in reply.blocks] == [
+            "bad \ufffd reference in a paragraph of words."], engine

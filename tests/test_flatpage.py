@@ -56,6 +56,44 @@ def test_flat_page_by_hand() -> None:
         assert page.block_texts()[0] == ["a", "b", "c"]
 
 
+def test_noframes_and_noembed_are_not_shown() -> None:
+    # lexbor keeps their content as raw text ("<b>fallback</b>"), libxml2 as elements:
+    # neither is drawn by a browser with frames and plugins, so neither is text.
+    html = ("<html><body><p>Shown text</p><noembed><b>fallback</b></noembed>"
+            "<noframes><p>no frames</p></noframes></body></html>")
+    for page in (flatten_html(html), flatten_tree(parse_html(html))):
+        assert page.block_texts()[0] == ["Shown text"]
+    assert [b.text for b in text_blocks(parse_html(html))] == ["Shown text"]
+
+
+def test_content_after_the_closing_html_tag_is_in_the_body() -> None:
+    # libxml2 puts it in a second <html> beside the root; browsers at the end of <body>.
+    html = ("<html><head><title>t</title></head><body><p>First paragraph</p></body></html>"
+            "\n<p>Second paragraph</p> and a tail")
+    root = parse_html(html)
+    assert [(b.text, b.path) for b in text_blocks(root)] == [
+        ("First paragraph", "/html/body/p[1]"), ("Second paragraph", "/html/body/p[2]"),
+        ("and a tail", "/html/body")]
+    assert list(root.itersiblings()) == []
+    assert flatten_tree(root).block_texts()[0] == flatten_html(html).block_texts()[0]
+
+
+def test_paths_through_prefixed_names_are_valid_xpath() -> None:
+    # lxml's getpath would give /html/body/fb:like/div, whose prefix no namespace binds.
+    html = ("<html><body><fb:like><div>first widget</div></fb:like>"
+            "<fb:like><div>second widget</div></fb:like><o:p><p>office</p></o:p></body></html>")
+    root = parse_html(html)
+    tree = root.getroottree()
+    lexbor = flatten_html(html)
+    lexbor_paths = [lexbor.path(b.container) for b in lexbor.blocks]
+    blocks = text_blocks(root)
+    assert [b.path for b in blocks] == lexbor_paths == [
+        "/html/body/*[name()='fb:like'][1]/div", "/html/body/*[name()='fb:like'][2]/div",
+        "/html/body/*[name()='o:p']/p"]
+    for block in blocks:
+        assert tree.xpath(block.path) == [block.element]
+
+
 def test_lexbor_and_lxml_agree_on_a_clean_page() -> None:
     for drop_hidden in (True, False):
         lexbor = flatten_html(PAGE, drop_hidden=drop_hidden)

@@ -43,3 +43,12 @@ def test_pages_too_large_to_number_by_source_line_get_the_same_paths(
     by_line = page_paths()
     monkeypatch.setattr(justext, "_MAX_SOURCE_LINE", 3)  # numbered by attribute instead
     assert page_paths() == by_line
+
+
+def test_text_no_browser_shows_is_no_paragraph() -> None:
+    words = "This paragraph is the main text of the page and it is written in English. " * 3
+    html = (f"<html><body><p>{words}</p><template><p>Hidden template text.</p></template>"
+            "<noscript><p>Please enable JavaScript</p></noscript>"
+            "<svg><text>Label of a drawing</text></svg><p>Last words.</p></body></html>")
+    reply = justext.ALGORITHM.run(html, {}, None)
+    assert [b.path for b in reply.blocks] == ["/html/body/p[1]", "/html/body/p[2]"]

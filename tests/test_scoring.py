@@ -3,6 +3,7 @@ independent bag-of-words computation on real pages."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from orchestrator.scoring import PageReference, prepare_page, score_empty, score
 from shared.alignment import lcs_length
 from shared.contract import Block
 from shared.html import parse_html, visible_text
-from shared.tokens import tokenize
+from shared.tokens import combining_marks, tokenize
 from tests.helpers import dataset_pages, independent_bag_f1
 
 
@@ -64,6 +65,26 @@ def test_one_tokenizer_for_both_sides() -> None:
     ref = prepare_page(page("Menu. The ﬁle SYSTEM!"), "the file system")
     scores = score_extraction(ref, "THE FILE, system", None)
     assert scores.word == Counts(tp=3, fp=0, fn=0, tn=1)
+
+
+def test_words_keep_their_combining_marks() -> None:
+    # Devanagari vowel signs and viramas, Arabic points, an accent NFKC cannot compose.
+    assert tokenize("हिन्दी किताब") == ["हिन्दी", "किताब"]
+    assert tokenize("كَتَبَ كتب") == ["كَتَبَ", "كتب"]
+    assert tokenize("q\u0303 x") == ["q\u0303", "x"]
+    # Two Hindi words with the same consonants are different words.
+    ref = prepare_page(page("किताब अच्छी है मेनू"), "किताब अच्छी है")
+    assert score_extraction(ref, "कातिब अच्छा हो", None).word.tp == 0
+
+
+def test_unspaced_scripts_letters_with_marks_and_no_punctuation() -> None:
+    assert tokenize("カタ・カナ。漢字、") == list("カタカナ漢字")
+    assert tokenize("ที่นี่ ฿5") == ["ที่", "นี่", "5"]  # Thai letters carry their marks
+    assert tokenize("ကို ။ ទៅ ។") == ["ကို", "ទៅ"]
+
+
+def test_mark_planes_hold_every_mark() -> None:
+    assert combining_marks() == combining_marks((range(sys.maxunicode + 1),))
 
 
 def test_empty_extract_and_error_pages() -> None:

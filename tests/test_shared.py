@@ -33,6 +33,41 @@ class TestDecoding:
         data = PAGE.replace("<head>", '<head><meta charset="iso-8859-1">').encode("utf-8")
         assert "Grüße aus Zürich" in decode_html(data)
 
+    @pytest.mark.parametrize("label", ["iso-8859-1", "latin1", "us-ascii"])
+    def test_latin1_and_ascii_labels_read_as_windows_1252(self, label: str) -> None:
+        # As browsers read them: the quotes and dashes of 0x80-0x9F, not C1 controls.
+        data = PAGE.replace("<head>", f'<head><meta charset="{label}">').encode("cp1252")
+        assert "Grüße aus Zürich – “quoted” café" in decode_html(data)
+
+    def test_utf16_label_in_single_byte_page_is_ignored(self) -> None:
+        data = PAGE.replace("<head>", '<head><meta charset="utf-16">').encode("cp1252")
+        assert "Grüße aus Zürich – “quoted” café" in decode_html(data)
+
+    def test_utf8_page_with_stray_windows_1252_bytes(self) -> None:
+        data = (PAGE.replace("</body>", "").encode()
+                + b"<p>It\x92s a \x93quoted\x94 phrase.</p></body></html>")
+        text = decode_html(data)
+        assert "Grüße aus Zürich" in text
+        assert "It’s a “quoted” phrase." in text
+
+    def test_the_transport_charset_wins_over_detection(self) -> None:
+        from shared.answer import parse_extract_request
+
+        page = "<html><body><p>Привет, мир! Как дела?</p></body></html>"
+        request = parse_extract_request(page.encode("koi8_r"),
+                                        'text/html; charset="KOI8-R"', {})
+        assert "Привет, мир!" in request.html
+        polish = "<p>Zażółć gęślą jaźń</p>".encode("iso8859_2")
+        assert "Zażółć" in parse_extract_request(polish, "text/html;charset=iso-8859-2",
+                                                 {}).html
+        # A label that does not fit the bytes is passed over, as one that is unknown.
+        assert "Grüße" in decode_html(PAGE.encode(), "shift_jis")
+        assert "Grüße" in decode_html(PAGE.encode(), "no-such-charset")
+
+    def test_a_lone_less_than_sign_is_no_markup(self) -> None:
+        with pytest.raises(NotHTMLError):
+            decode_html(b"< not a tag, just text")
+
     def test_utf16_with_and_without_bom(self) -> None:
         assert "Zürich" in decode_html(PAGE.encode("utf-16"))
         assert "Zürich" in decode_html(PAGE.encode("utf-16-le"))

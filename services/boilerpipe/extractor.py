@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import re
 from importlib.metadata import version
 from typing import Any, Literal
 
@@ -92,7 +93,21 @@ def _covered(offsets: list[int], survivors: list[tuple[int, int, bool]]) -> list
     return [any(start <= offset <= end for start, end in spans) for offset in offsets]
 
 
+# A numeric character reference to a UTF-16 surrogate: NekoHTML makes a lone surrogate
+# of it, which no Python string can take back from Java.
+_CHARACTER_REFERENCE = re.compile(r"&#(?:[xX]([0-9a-fA-F]{1,8})|([0-9]{1,10}));?")
+
+
+def _surrogate_as_replacement(match: re.Match[str]) -> str:
+    """HTML's rule for a reference to a surrogate: U+FFFD (WHATWG HTML, "numeric
+    character reference end state"); any other reference is left as it stands."""
+    code = int(match.group(1), 16) if match.group(1) else int(match.group(2))
+    return "&#xFFFD;" if 0xD800 <= code <= 0xDFFF else match.group(0)
+
+
 def _java_extraction(html: str, extractor: str) -> Extraction:
+    if "&#" in html:
+        html = _CHARACTER_REFERENCE.sub(_surrogate_as_replacement, html)
     jpype = _java()
     string_reader = jpype.JClass("java.io.StringReader")
     input_source = jpype.JClass("org.xml.sax.InputSource")

@@ -32,7 +32,7 @@ from lxml import etree
 from pydantic import Field, field_validator
 
 from shared.contract import Algorithm, Block, Extraction, Options
-from shared.html import ElementPaths, parse_html
+from shared.html import INVISIBLE, ElementPaths, parse_html, tag_name
 
 ALL_LANGUAGES = "all"
 AUTO = "auto"
@@ -195,6 +195,10 @@ def extract(html: str, options: JustextOptions, url: str | None = None) -> Extra
     declared = root.get("lang") or root.get("{http://www.w3.org/XML/1998/namespace}lang")
     page_paths = _PagePaths(root)
     dom = jt.preprocessor(root)
+    # jusText's cleaning keeps <noscript>, <template>, <svg> and the like: text no
+    # browser shows, left out here as every service leaves it out (shared.html).
+    for element in [e for e in dom.iter() if tag_name(e) in INVISIBLE]:
+        element.drop_tree()
     paragraphs = jt.ParagraphMaker.make_paragraphs(dom)
     language = options.language
     if language == AUTO:
