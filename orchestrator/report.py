@@ -189,9 +189,9 @@ def _verdict(test: PairwiseTest, row_is_a: bool) -> str:
     worse, `=` no significant difference, `?` not testable."""
     if test.p_holm is None and test.p_value != 1.0:
         return "?"
-    if test.p_holm is None or test.p_holm >= SIGNIFICANCE or test.median_difference is None:
+    if test.p_holm is None or test.p_holm >= SIGNIFICANCE or test.favours is None:
         return "="
-    better_a = (test.mean_a or 0.0) > (test.mean_b or 0.0)
+    better_a = test.favours == test.service_a
     return "+" if better_a == row_is_a else "-"
 
 

@@ -57,7 +57,8 @@ class LevelSummary(BaseModel):
 
     pages: int
     counts: Counts
-    micro: dict[str, float]
+    micro: dict[str, float | None]
+    """Figures of the summed counts; None each where no page was scored."""
     macro: dict[str, MetricSummary]
 
 
@@ -70,8 +71,8 @@ class ServiceSummary(BaseModel):
     """Page results of any status."""
     ok: int
     empty: int = 0
-    """Pages answered without error but without a word of text: a low score that is
-    an empty answer, not a wrong one."""
+    """Pages answered without error but with blank text (nothing but whitespace): a
+    low score that is an empty answer, not a wrong one."""
     errors: int
     skipped: int
     unscored: int
@@ -106,6 +107,10 @@ class PairwiseTest(BaseModel):
     mean_b: float | None
     median_difference: float | None
     """Median of F1(a) - F1(b) over the shared pages."""
+    favours: str | None = None
+    """The service the signed ranks favour (the larger of the rank sums W+ and W-, the
+    side the test's significance is about; a mean can point the other way), None on a
+    tie or where nothing was tested."""
     statistic: float | None
     p_value: float | None
     p_holm: float | None
@@ -201,7 +206,8 @@ def summarize_level(counts: Sequence[Counts]) -> LevelSummary:
     return LevelSummary(
         pages=len(counts),
         counts=total,
-        micro=total.figures(),
+        micro=(dict(total.figures()) if counts
+               else dict.fromkeys(total.figures(), None)),
         macro=dict(zip(METRICS, describe_many(figures), strict=True)),
     )
 
@@ -284,8 +290,12 @@ def wilcoxon_test(dataset: str, service_a: str, service_b: str,
         return base.model_copy(update={
             "note": f"too few pages with differing F1 ({n_nonzero} < {MIN_PAIRS})"})
     result = stats.wilcoxon(a, b, zero_method="wilcox", alternative="two-sided")
+    differing = diff[diff != 0]
+    ranks = stats.rankdata(np.abs(differing))
+    above, below = float(ranks[differing > 0].sum()), float(ranks[differing < 0].sum())
+    favours = service_a if above > below else service_b if below > above else None
     return base.model_copy(update={"statistic": float(result.statistic),
-                                   "p_value": float(result.pvalue)})
+                                   "p_value": float(result.pvalue), "favours": favours})
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -303,7 +313,8 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 def pairwise_tests(results: Sequence[PageResult], datasets: Sequence[str]) -> list[PairwiseTest]:
     """Every pair of services on each dataset (and pooled, keyed by dataset/page),
-    Holm-corrected over all the tests returned."""
+    Holm-corrected over the tests that ran (a pair with identical F1 on every page, or
+    too few pages that differ, is reported untested: p_holm None)."""
     per_dataset: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for r in results:
         if r.status == "skipped" or r.scores is None:

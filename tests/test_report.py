@@ -17,6 +17,8 @@ import pytest
 from rich.console import Console
 
 from orchestrator.models import PageResult, RunInfo
+from orchestrator.pagediff import page_diff, segments_html
+from orchestrator.predictions import read_predictions
 from orchestrator.report import PALETTE, page_columns, render_table, write_outputs
 from orchestrator.scoring import prepare_page, score_empty, score_extraction
 from orchestrator.statistics import summarize
@@ -255,3 +257,29 @@ def test_report_renders_in_headless_chromium(
         rgb = tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
         matches = np.all(pixels == np.array(rgb, dtype=np.uint8), axis=2).sum()
         assert matches > 500, (hex_colour, int(matches))
+
+
+def test_page_diff_counts_are_the_word_fn_and_fp() -> None:
+    diff = page_diff("東京は晴れです。明日も", "東京は晴れ")
+    assert (diff.missed_words, diff.extra_words) == (5, 0)  # a strict prefix: nothing extra
+    assert [s.kind for s in diff.gold] == ["same", "missed"]
+    diff = page_diff("Hello, world! The cat sat.", "hello world the dog sat")
+    assert (diff.missed_words, diff.extra_words) == (1, 1)  # case and punctuation are no words
+    assert segments_html(diff.gold) == 'Hello, world! The <del class="missed">cat</del> sat.'
+
+
+@pytest.mark.dataset
+def test_page_diff_agrees_with_scoring_on_real_pages(scrapinghub: Path, published: Path
+                                                     ) -> None:
+    """On every scrapinghub page (Japanese and Russian ones among them), the diff's
+    missed and extra words are the word FN and FP, and its segments give each text back."""
+    texts = read_predictions(published / "html-text.json")
+    for path in sorted((scrapinghub / "content").glob("*.txt")):
+        gold, text = path.read_text(encoding="utf-8"), texts[path.stem]
+        text = " ".join(text.split()[::3])  # keep a third: misses, and the rest in order
+        html = (scrapinghub / "html" / f"{path.stem}.html").read_text(encoding="utf-8",
+                                                                     errors="replace")
+        word = score_extraction(prepare_page(html, gold), text, None).word
+        diff = page_diff(gold, text)
+        assert (diff.missed_words, diff.extra_words) == (word.fn, word.fp), path.stem
+        assert "".join(s.text for s in diff.gold) == " ".join(gold.split()), path.stem

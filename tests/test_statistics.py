@@ -136,6 +136,37 @@ def test_wilcoxon_matches_scipy_on_shared_pages() -> None:
     assert test.p_holm == pytest.approx(test.p_value)  # one test: Holm changes nothing
 
 
+def test_a_row_without_scored_pages_has_no_micro_figures() -> None:
+    (row,) = summarize([result("a", "p1", None, status="skipped")]).services
+    word = row.levels["word"]
+    assert word.pages == 0
+    assert set(word.micro.values()) == {None}
+
+
+def test_significance_follows_the_signed_ranks_not_the_means() -> None:
+    """a is better on 20 of 22 pages by a little, b on two by a lot: b has the higher
+    mean, but the signed-rank test finds a significantly better, and the matrix says so."""
+    from orchestrator.report import significance_matrices
+
+    f1_a = {f"p{i}": 0.9 for i in range(22)}
+    f1_b = {f"p{i}": 0.9 - 0.005 - 0.001 * i for i in range(20)} | {"p20": 0.1, "p21": 0.1}
+    f1_a |= {"p20": 0.0, "p21": 0.0}
+    f1_b |= {"p20": 0.9, "p21": 0.9}
+    test = wilcoxon_test("d", "a", "b", f1_a, f1_b)
+    assert (test.mean_a or 0) < (test.mean_b or 0)
+    assert test.favours == "a"
+    one_sided = stats.wilcoxon(list(f1_a.values()), [f1_b[k] for k in f1_a],
+                               alternative="greater")
+    assert one_sided.pvalue < 0.01
+    results = [result(name, page, counts_with_f1(round(100 * f1), 100 - round(100 * f1),
+                                                 100 - round(100 * f1)))
+               for name, f1s in (("a", f1_a), ("b", f1_b)) for page, f1 in f1s.items()]
+    ((_, _, rows),) = significance_matrices(summarize(results))
+    cells = {row[0].split()[1]: row[1:] for row in rows}
+    assert cells["a"] == ["", "+"]
+    assert cells["b"] == ["-", ""]
+
+
 def test_wilcoxon_zero_differences_and_too_few_pages() -> None:
     same = {f"p{i}": 0.5 for i in range(10)}
     identical = wilcoxon_test("d", "a", "b", same, dict(same))
