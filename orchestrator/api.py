@@ -76,7 +76,7 @@ from orchestrator.runner import (
 )
 from orchestrator.service_options import OptionsError, check_options
 from orchestrator.statistics import ranked, summarize
-from orchestrator.store import UNFINISHED, Store, StoreError
+from orchestrator.store import UNFINISHED, Store, StoreError, run_owner_alive
 from orchestrator.testsets import (
     ArchiveLimits,
     Dataset,
@@ -120,6 +120,12 @@ class ApiSettings(BaseSettings):
                                     description="An upload may unpack to this many bytes.")
     uploads: Path | None = Field(None, description="Folder of unpacked uploads; default: "
                                                    "`uploads` beside the store.")
+
+    @field_validator("token")
+    @classmethod
+    def _empty_token_means_none(cls, value: str | None) -> str | None:
+        """BOILERBENCH_API_TOKEN= (set but empty) means no token, as for the services."""
+        return value or None
 
 
 ARCHIVE_FORM: dict[str, Any] = {
@@ -216,6 +222,7 @@ class ApiState:
     uploads: Path
     limits: ArchiveLimits
     tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    reserved: set[str] = field(default_factory=set)  # runs being recorded, not yet tasks
     opened: Store | None = None
 
     def __post_init__(self) -> None:
@@ -245,9 +252,10 @@ class ApiState:
 
     def check_queue(self) -> None:
         """Refuse (429) a new run while max_queued_runs runs already wait."""
-        if len(self.tasks) - self.settings.max_running_runs >= self.settings.max_queued_runs:
+        taken = len(self.tasks) + len(self.reserved)
+        if taken - self.settings.max_running_runs >= self.settings.max_queued_runs:
             raise ServiceError(429, "too_many_runs",
-                               f"{len(self.tasks)} runs are running or waiting; "
+                               f"{taken} runs are running or waiting; "
                                "try again later", {"retry-after": str(RETRY_AFTER_S)})
 
     def upload_folder(self, run_id: str) -> Path:
@@ -317,8 +325,16 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         api.opened = Store(api.run_config.store_path)
     except StoreError as exc:
         raise SystemExit(str(exc)) from None
+    if api.uploads.is_dir():  # uploads a crash left half unpacked
+        for partial in api.uploads.glob("*.partial"):
+            shutil.rmtree(partial, ignore_errors=True)
     if api.settings.resume:
-        for info in api.store.unfinished_runs():
+        for info in reversed(api.store.unfinished_runs()):  # the oldest gets a slot first
+            if run_owner_alive(info):
+                log.info("run %s is executing in process %s: not resumed", info.id, info.owner)
+                continue
+            if info.status != "pending":
+                api.store.set_status(info.id, "pending")  # until it gets a slot
             spec = api.spec(info.id)
             # A run of a stack started for it is resumed on this server's services.
             known = api.run_config.service_urls
@@ -381,7 +397,10 @@ def _json_request(body: bytes, roots: list[Path]
         feeds = folder / "feeds"
         folders.append(folder_source(folder.name, folder / "html", folder / "content",
                                      feeds if feeds.is_dir() else None, roots=roots))
-    memory = [parsed.pages.dataset()] if parsed.pages is not None else []
+    try:
+        memory = [parsed.pages.dataset()] if parsed.pages is not None else []
+    except DatasetError as exc:
+        raise ServiceError(422, "invalid_dataset", str(exc)) from None
     return parsed, folders, memory
 
 
@@ -397,8 +416,9 @@ async def post_run(request: Request, api: Api) -> Response:
     try:
         if media_type == "multipart/form-data":
             parsed, folders, warnings = await _archive_request(request, body, api, run_id)
-        elif media_type == "application/json":
-            parsed, folders, memory = _json_request(body, api.settings.allowed_roots)
+        elif media_type == "application/json":  # a big body takes a while to validate
+            parsed, folders, memory = await asyncio.to_thread(
+                _json_request, body, api.settings.allowed_roots)
         else:
             raise ServiceError(415, "unsupported_media_type",
                                "send application/json or multipart/form-data")
@@ -407,7 +427,15 @@ async def post_run(request: Request, api: Api) -> Response:
         try:
             spec = _spec_from(api.run_config, parsed.services, parsed.options, parsed.backend)
             await _check_assumed_services(api.run_config, spec)
-            create_run(api.store, spec, folders, memory, run_id=run_id)
+            # Again after the awaits above, and the place held until start_task: posts
+            # read in parallel cannot all pass the check made before their bodies.
+            api.check_queue()
+            api.reserved.add(run_id)
+            try:
+                await asyncio.to_thread(create_run, api.store, spec, folders, memory,
+                                        run_id=run_id)
+            finally:
+                api.reserved.discard(run_id)
         except (DatasetError, ValueError) as exc:
             raise ServiceError(422, "invalid_dataset", str(exc)) from None
     except BaseException:
@@ -469,9 +497,12 @@ async def get_report(run_id: str, api: Api) -> Response:
     info = api.run_info(run_id)
     spec = api.spec(run_id)
     path = run_output_dir(Path(spec.output_folder), run_id) / "report.html"
-    if info["status"] != "finished" or not path.is_file():
+    if info["status"] != "finished":
         raise ServiceError(409, "not_finished",
                            f"run {run_id} is {info['status']}; the report comes at the end")
+    if not path.is_file():
+        raise ServiceError(404, "report_missing",
+                           f"run {run_id} is finished but its report is gone from {path}")
     return HTMLResponse(path.read_text(encoding="utf-8"))
 
 

@@ -60,6 +60,7 @@ import itertools
 import json
 import os
 import pickle
+import shutil
 import sys
 import threading
 import time
@@ -780,6 +781,8 @@ class RunExecution:
         if self.failures:
             failure = self.failures[0]
             if not isinstance(failure, RunCancelledError):
+                # Deleted or cancelled meanwhile: that is the news, not what it broke.
+                _raise_if_cancelled(self.store, self.run_id)
                 self.store.set_status(self.run_id, "failed",
                                       f"{type(failure).__name__}: {failure}")
             raise failure
@@ -800,13 +803,12 @@ class RunExecution:
                 pages.release(dataset.name, page_id)
 
     def check_cancelled(self) -> None:
-        """RunCancelledError once the run's status in the store is "cancelled" (looked
+        """RunCancelledError once the run is "cancelled" or deleted in the store (looked
         up every CANCEL_CHECK_INTERVAL_S)."""
         now = time.monotonic()
         if now - self.cancel_checked >= CANCEL_CHECK_INTERVAL_S:
             self.cancel_checked = now
-            if self.store.status(self.run_id) == "cancelled":
-                raise RunCancelledError(f"run {self.run_id} was cancelled")
+            _raise_if_cancelled(self.store, self.run_id)
 
     async def load_page(self, dataset: Dataset, page_id: str) -> tuple[LabelledPage, _Prepared]:
         """A page read and prepared in the preparing thread; past the time limit, a
@@ -901,14 +903,21 @@ class RunExecution:
             self.timings.add(phase, time.perf_counter() - started)
 
 
+def _raise_if_cancelled(store: Store, run_id: str) -> None:
+    status = store.status(run_id)
+    if status is None:
+        raise RunCancelledError(f"run {run_id} was deleted")
+    if status == "cancelled":
+        raise RunCancelledError(f"run {run_id} was cancelled")
+
+
 def _start_run(store: Store, run_id: str, urls: dict[str, str] | None) -> RunSpec:
     """The run's spec (with `urls` over the stored ones), its status set to running;
     RunCancelledError for a cancelled run."""
     spec = RunSpec.model_validate(store.spec(run_id))
     if urls:
         spec = spec.model_copy(update={"urls": {**spec.urls, **urls}})
-    if store.status(run_id) == "cancelled":
-        raise RunCancelledError(f"run {run_id} was cancelled")
+    _raise_if_cancelled(store, run_id)
     store.set_status(run_id, "running")
     return spec
 
@@ -944,9 +953,24 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
         finally:
             if own_extractor and extractor is not None:
                 await extractor.aclose()
+    _raise_if_cancelled(store, run_id)
     results = store.results(run_id)
-    await asyncio.to_thread(write_run_outputs, store, run_id, Path(spec.output_folder), results)
-    store.set_status(run_id, "finished")
+    writing = asyncio.ensure_future(asyncio.to_thread(
+        write_run_outputs, store, run_id, Path(spec.output_folder), results))
+    try:
+        await asyncio.shield(writing)
+        store.set_status(run_id, "finished")
+    except asyncio.CancelledError:
+        # The thread cannot be stopped: whoever cancelled (a deletion) waits until its
+        # files are written, so that it removes them after, not before.
+        await asyncio.gather(writing, return_exceptions=True)
+        raise
+    except KeyError:
+        if store.status(run_id) is not None:
+            raise
+        # Deleted by another process while the files were written: they go too.
+        shutil.rmtree(run_output_dir(Path(spec.output_folder), run_id), ignore_errors=True)
+        raise RunCancelledError(f"run {run_id} was deleted") from None
     return results
 
 

@@ -77,6 +77,8 @@ def check_store_file(path: Path) -> None:
     when the change counter at 24 equals the version number at 92)."""
     if not path.exists():
         return
+    if path.is_dir():
+        raise StoreError(f"the store {path} is a folder: name a file (runs.sqlite) in it")
     size = path.stat().st_size
     advice = "restore it from a backup, or move it away to start a new store"
     if size == 0:
@@ -112,6 +114,17 @@ def _owner_gone(owner: str | None) -> bool:
     except PermissionError:
         return False
     return False
+
+
+def run_owner_alive(info: RunInfo) -> bool:
+    """Whether a run recorded running is being executed by another live process of this
+    host (one that must not be doubled). A process of another host cannot be checked:
+    most often it is an earlier life of this server (a container recreated), so no."""
+    if info.status != "running" or info.owner is None:
+        return False
+    host, _, pid = info.owner.rpartition(":")
+    return (host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid()
+            and not _owner_gone(info.owner))
 
 
 def _shown(info: RunInfo) -> RunInfo:

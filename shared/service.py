@@ -140,6 +140,13 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _validation_error(_: Request, exc: RequestValidationError) -> Response:
         return error_response(ServiceError(422, "invalid_request", str(exc.errors())))
 
+    @app.exception_handler(Exception)
+    async def _unexpected_error(_: Request, exc: Exception) -> Response:
+        # A bug, not a bad request: JSON like every other error; the server logs the
+        # traceback (Starlette re-raises it after this reply).
+        return error_response(ServiceError(500, "internal_error",
+                                           f"{type(exc).__name__}: {exc}"))
+
 
 async def send_reply(send: Send, status: int, body: bytes,
                      headers: Iterable[tuple[str, str]] = ()) -> None:

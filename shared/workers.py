@@ -144,6 +144,9 @@ def same_imports_env(env: Mapping[str, str]) -> dict[str, str]:
 def _worker_main(sock: socket.socket, factory: str, argument: str) -> None:
     """Body of a worker process: build the handler once (`factory`, "module:function",
     called with `argument`), then answer one frame with one frame until the pool goes."""
+    # Ctrl-C in a terminal reaches the whole process group: the pool's owner handles it
+    # and stops its workers, which would only print tracebacks of their own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     module, function = factory.split(":")
     handle: Handler = getattr(importlib.import_module(module), function)(argument)
     send_frame(sock, ("ready",))

@@ -9,6 +9,8 @@ orchestrator's figures against a separate computation.
 from __future__ import annotations
 
 import io
+import socket
+import sqlite3
 import struct
 import tarfile
 import zipfile
@@ -19,6 +21,7 @@ from pathlib import Path
 from statistics import fmean
 
 import httpx
+import orjson
 import pytest
 
 from orchestrator.scoring import bag_f1
@@ -208,3 +211,13 @@ def walk_trees(model: Gbdt, row: Sequence[float]) -> float:
             node = int(model.left[node] if goes_left else model.right[node])
         total += float(model.value[node])
     return total
+
+
+def set_run_owner(store: Path, run_id: str, pid: int) -> None:
+    """Record a run as running in process `pid` of this host, as that process would."""
+    with sqlite3.connect(store) as db:
+        (info,) = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
+        record = orjson.loads(info) | {"status": "running",
+                                       "owner": f"{socket.gethostname()}:{pid}"}
+        db.execute("UPDATE runs SET status = 'running', info = ? WHERE id = ?",
+                   (orjson.dumps(record).decode(), run_id))

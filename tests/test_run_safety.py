@@ -33,6 +33,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from orchestrator.api import ApiSettings, create_app
@@ -58,6 +59,7 @@ from tests.helpers import (
     REPO,
     SAMPLE,
     overlapping_zip,
+    set_run_owner,
     tar_bytes,
     write_test_set,
     zip_bytes,
@@ -201,7 +203,10 @@ def test_a_result_past_the_scoring_limit_or_whose_process_dies_is_unscored() -> 
 
 # ---------------------------------------------------------------- cancelling runs
 
-def test_a_run_cancelled_in_the_store_stops_and_is_not_resumed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["cancelled", "deleted"])
+def test_a_run_stopped_from_another_process_stops_cleanly(how: str, tmp_path: Path) -> None:
+    """Cancelled (`boilerbench runs cancel`) or deleted (DELETE /runs/{id}) in the store
+    by another process, a run stops within a page and is not resumed."""
     store = Store(tmp_path / "store.sqlite")
     spec = RunSpec(datasets=[], services=["justext"], concurrency=1,
                    output_folder=str(tmp_path / "out"))
@@ -211,17 +216,23 @@ def test_a_run_cancelled_in_the_store_stops_and_is_not_resumed(tmp_path: Path) -
         task = asyncio.create_task(execute_run(store, run_id, extractor=InstantExtractor(0.1)))
         while store.counts(run_id)["done"] < 3:
             await asyncio.sleep(0.05)
-        # What `boilerbench runs cancel` does, from another process.
         other = Store(tmp_path / "store.sqlite")
-        other.set_status(run_id, "cancelled")
+        if how == "cancelled":
+            other.set_status(run_id, "cancelled")
+        else:
+            other.delete_run(run_id)
         other.close()
-        with pytest.raises(RunCancelledError):
+        with pytest.raises(RunCancelledError, match=how):
             await asyncio.wait_for(task, 30)
 
     asyncio.run(go())
-    assert store.status(run_id) == "cancelled"
-    assert store.counts(run_id)["done"] < 40
+    if how == "cancelled":
+        assert store.status(run_id) == "cancelled"
+        assert store.counts(run_id)["done"] < 40
+    else:
+        assert store.run(run_id) is None
     assert run_id not in {info.id for info in store.unfinished_runs()}
+    assert not (tmp_path / "out" / run_id).exists()
     store.close()
 
 
@@ -364,6 +375,66 @@ def test_runs_past_the_limits_queue_then_get_429(api: tuple[str, Path, Path]) ->
     finished = _wait_status(url, second_id, "finished")
     assert finished["counts"]["ok"] == 1
     assert finished["counts"]["error"] == 0
+
+
+def test_posts_in_parallel_cannot_pass_the_queue_limit(api: tuple[str, Path, Path]) -> None:
+    url, _, _ = api
+    assert _inline_run(url, pages=20).status_code == 202  # running; one more may wait
+
+    async def post_many() -> list[int]:
+        body = {"pages": [{"id": f"p{i}", "html": PAGE, "gold": GOLD} for i in range(300)]}
+        async with httpx.AsyncClient(headers=AUTH, timeout=60) as client:
+            replies = await asyncio.gather(*(client.post(f"{url}/runs", json=body)
+                                             for _ in range(6)))
+        return [reply.status_code for reply in replies]
+
+    codes = asyncio.run(post_many())
+    assert sorted(codes) == [202, 429, 429, 429, 429, 429], codes
+    assert httpx.get(f"{url}/health").json()["queued"] == 1
+
+
+def test_a_finished_run_whose_report_is_gone_gets_404(api: tuple[str, Path, Path],
+                                                      tmp_path: Path) -> None:
+    url, _, _ = api
+    run_id = _inline_run(url).json()["id"]
+    assert _wait_status(url, run_id, "finished")["status"] == "finished"
+    assert httpx.get(f"{url}/runs/{run_id}/report", headers=AUTH).status_code == 200
+    (tmp_path / "out" / run_id / "report.html").unlink()
+    reply = httpx.get(f"{url}/runs/{run_id}/report", headers=AUTH)
+    assert (reply.status_code, reply.json()["error"]) == (404, "report_missing")
+
+
+def test_a_restart_resumes_runs_of_dead_processes_only(tmp_path: Path) -> None:
+    """A run another live process executes is left to it; an interrupted one waits
+    (pending) for a slot, the oldest first; an upload a crash left half unpacked goes."""
+    store = Store(tmp_path / "store.sqlite")
+    spec = RunSpec(datasets=[], services=["justext"], concurrency=1,
+                   output_folder=str(tmp_path / "out"))
+    older = create_run(store, spec, memory=[in_memory("set", _pages(2))])
+    newer = create_run(store, spec, memory=[in_memory("set", _pages(2))])
+    alive = create_run(store, spec, memory=[in_memory("set", _pages(2))])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        store.close()
+        for run_id, pid in ((older, dead.pid), (newer, dead.pid), (alive, sleeper.pid)):
+            set_run_owner(tmp_path / "store.sqlite", run_id, pid)
+        crashed_upload = tmp_path / "uploads" / "0123456789ab.partial"
+        crashed_upload.mkdir(parents=True)
+        started: list[str] = []
+        settings = ApiSettings(resume=True, max_running_runs=1)
+        config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out")
+        app = create_app(settings, config)
+        app.state.api.start_task = lambda run_id, urls=None: started.append(run_id)
+        with TestClient(app) as client:
+            shown = {r["id"]: r["status"] for r in client.get("/runs").json()["runs"]}
+        assert started == [older, newer]
+        assert shown == {older: "pending", newer: "pending", alive: "running"}
+        assert not crashed_upload.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
 
 
 def test_a_busy_service_is_asked_again_not_recorded_as_failing(tmp_path: Path) -> None:

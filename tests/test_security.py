@@ -351,6 +351,29 @@ def test_orchestrator_token(api: tuple[str, Path], monkeypatch: pytest.MonkeyPat
             assert_error(httpx.request(method, f"{url}{path}", headers=headers), 401)
     assert httpx.get(f"{url}/runs", headers=AUTH).status_code == 200
     assert_error(httpx.get(f"{url}/runs/x", headers=AUTH), 404)
+    # Set but empty (as compose files leave it): no token, as for the services; never
+    # a token that a bare "Bearer" matches.
+    monkeypatch.setenv("BOILERBENCH_API_TOKEN", "")
+    assert ApiSettings().token is None
+
+
+def test_orchestrator_refuses_duplicate_page_ids_and_answers_bugs_in_json(
+        api: tuple[str, Path]) -> None:
+    url, _ = api
+    pages = [{"id": "a", "html": PAGE, "gold": "x"}, {"id": "a", "html": PAGE, "gold": "y"}]
+    error = assert_error(httpx.post(f"{url}/runs", json={"pages": pages}, headers=AUTH), 422)
+    assert error.error == "invalid_dataset"
+    assert "unique" in error.detail
+    app = create_service_app(SERVICES["justext"].algorithm(), ServiceSettings())
+
+    @app.get("/broken")
+    async def broken() -> None:
+        raise RuntimeError("a bug")
+
+    with serve_app(app) as service_url:
+        error = assert_error(httpx.get(f"{service_url}/broken"), 500)
+    assert error.error == "internal_error"
+    assert "RuntimeError: a bug" in error.detail
 
 
 def test_orchestrator_body_limit(api: tuple[str, Path]) -> None:
