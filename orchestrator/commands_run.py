@@ -40,7 +40,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestrator.config import LEGACY_STORE, ConfigError, RunConfig, load_config
-from orchestrator.launcher import LocalStack, StackError, check_services, free_port
+from orchestrator.launcher import MAX_PORT_BASE, LocalStack, StackError, check_services, free_port
 from orchestrator.models import RANK_KEYS
 from orchestrator.service_options import OptionsError, check_options
 from orchestrator.testsets import (
@@ -108,7 +108,7 @@ def run(
         "--local", help="Start the services as local processes (default).")] = False,
     http: Annotated[bool, typer.Option("--http", help="Call running services.")] = False,
     port_base: Annotated[int | None, typer.Option(
-        metavar="N", min=1, max=65535,
+        metavar="N", min=1, max=MAX_PORT_BASE,
         help="With --http: the services without --url run on the ports "
              "`boilerbench up --port-base N` gave them (BOILERBENCH_PORT_BASE).")] = None,
     in_process: Annotated[bool, typer.Option(
@@ -136,9 +136,13 @@ def run(
     urls = _pairs(url, "--url")
     if url_map:
         try:
-            urls = {**json.loads(url_map), **urls}
+            mapped = json.loads(url_map)
         except json.JSONDecodeError as exc:
             raise typer.BadParameter(f"--url-map is not JSON: {exc}") from None
+        if not isinstance(mapped, dict) or not all(isinstance(v, str) for v in mapped.values()):
+            raise typer.BadParameter('--url-map takes a JSON object of URLs, '
+                                     '{"name": "http://host:port"}')
+        urls = {**mapped, **urls}
     options: dict[str, Any] = {}
     for name, raw in _pairs(option, "--option").items():
         try:
@@ -154,6 +158,10 @@ def run(
         "retries": retries, "store": store, "port_base": port_base,
     }
     config = _config(config_file, cli)
+    not_called = [name for name in options if name not in config.services]
+    if not_called:  # a row label misspelt would otherwise run with default options
+        raise typer.BadParameter(f"--option names {', '.join(not_called)}, which this run "
+                                 f"does not call (its rows: {', '.join(config.services)})")
     if port_base is not None and config.mode != "http":
         raise typer.BadParameter("--port-base goes with --http (calling running services)")
     try:
@@ -163,6 +171,7 @@ def run(
         raise typer.Exit(2) from None
     from orchestrator.predictions import PredictionsError, prediction_rows
     from orchestrator.runner import RunSpec
+    from orchestrator.store import run_owner_alive
 
     rows: dict[str, str] = {}
     if predictions is not None and not resume:
@@ -171,13 +180,27 @@ def run(
         except PredictionsError as exc:
             console.print(f"[red]{exc}")
             raise typer.Exit(2) from None
+    if resume:
+        given = {"--dataset": dataset, "--services": services, "--out": output,
+                 "--option": option, "--predictions": predictions,
+                 "--rank-by": rank_by if rank_by != "f1" else None}
+        stored = [flag for flag, value in given.items() if value]
+        if stored:
+            raise typer.BadParameter(f"--resume runs the run as it was recorded: drop "
+                                     f"{', '.join(stored)}")
     db = _open_store(config.store_path)
     try:
         if resume:
             run_id = resume
-            if db.run(run_id) is None:
+            info = db.run(run_id)
+            if info is None:
                 console.print(f"[red]no run {run_id!r} in {config.store_path}"
                               + _store_hint(run_id, config))
+                raise typer.Exit(2)
+            if run_owner_alive(info):
+                console.print(f"[red]run {run_id} is being executed by process {info.owner}: "
+                              f"wait for it, or stop it with `boilerbench runs cancel "
+                              f"{run_id}`", soft_wrap=True)
                 raise typer.Exit(2)
             spec = RunSpec.model_validate(db.spec(run_id))
             _check_assumed_services(spec, config)
@@ -270,6 +293,12 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
     spec = config.run_spec(services=services, predictions=predictions, rank_by=rank_by,
                            local=config.mode == "local")
     _check_assumed_services(spec, config)
+    try:  # now, not after every page is done
+        config.output_folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        console.print(f"[red]cannot write the reports to {config.output_folder}: "
+                      f"{exc.strerror or exc}", soft_wrap=True)
+        raise typer.Exit(2) from None
     try:
         run_id = create_run(db, spec, [folder_source(*s) for s in sets], memory)
     except (DatasetError, ValueError) as exc:  # PredictionsError is a ValueError
@@ -326,10 +355,14 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[P
         try:
             return asyncio.run(execute_run(db, run_id, advance, urls=urls))
         except KeyboardInterrupt:
-            console.print(f"[yellow]interrupted; resume with --resume {run_id}")
+            console.print(f"[yellow]interrupted; resume with --resume {run_id} --store "
+                          f"{config.store_path}", soft_wrap=True)
             raise typer.Exit(130) from None
-        except RunCancelledError:
-            console.print(f"[yellow]run {run_id} was cancelled")
+        except DatasetError as exc:  # a resumed run whose test set has moved
+            console.print(f"[red]{exc}", soft_wrap=True)
+            raise typer.Exit(2) from None
+        except RunCancelledError as exc:
+            console.print(f"[yellow]{exc}")
             raise typer.Exit(1) from None
         finally:
             if stack is not None:
@@ -364,7 +397,8 @@ def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
     out_dir = run_output_dir(output_folder, run_id)
     for name in ("results.json", "pages.csv", "summary.md", "report.html", "outputs", "tables",
                  "plots"):
-        out.print(f"{name}: {out_dir / name}")
+        if (out_dir / name).exists():  # an unfinished run has none yet
+            out.print(f"{name}: {out_dir / name}")
     failed = [row.service for row in summary.services
               if row.source == "service" and row.pages and row.errors == row.pages]
     if failed:

@@ -19,20 +19,21 @@ from rich.table import Table
 
 from orchestrator.launcher import (
     DEFAULT_PORT_BASE,
+    MAX_PORT_BASE,
     LocalStack,
     StackError,
     check_service,
     parse_service_list,
     service_port,
 )
-from shared.answer import answer_page, page_query, validation_message
+from shared.answer import answer_page, validation_message
 from shared.decoding import NotHTMLError, decode_html
-from shared.registry import SERVICES, get_service
+from shared.registry import get_service
 
 app = typer.Typer()
 console = Console(stderr=True)
-# The highest port a stack uses is its --port-base plus this.
-_PORT_SPAN = max(service_port(name) for name in SERVICES) - DEFAULT_PORT_BASE
+WARC_TIME_LIMIT_S = 10.0
+WARC_SHARD_ROWS = 10_000
 
 
 @app.command()
@@ -42,7 +43,7 @@ def up(
     host: Annotated[str, typer.Option(help="Bind address.")] = "127.0.0.1",
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each /health.")] = 180.0,
     port_base: Annotated[int | None, typer.Option(
-        metavar="N", envvar="BOILERBENCH_PORT_BASE", min=1, max=65535 - _PORT_SPAN,
+        metavar="N", envvar="BOILERBENCH_PORT_BASE", min=1, max=MAX_PORT_BASE,
         help=f"Ports from N: each service listens on N + (its registry port - "
              f"{DEFAULT_PORT_BASE}), so a second stack can run beside one on the registry "
              f"ports (N = {DEFAULT_PORT_BASE}); `boilerbench run --http --port-base N` calls "
@@ -102,6 +103,10 @@ def extract(
     options: Annotated[str, typer.Option(help="Options as a JSON object.")] = "{}",
     in_process: Annotated[bool, typer.Option(
         "--in-process", help="Run the extractor here, without HTTP.")] = False,
+    port_base: Annotated[int | None, typer.Option(
+        metavar="N", envvar="BOILERBENCH_PORT_BASE", min=1, max=MAX_PORT_BASE,
+        help="Without --url: the service of the stack `boilerbench up --port-base N` "
+             "started.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole reply.")] = False,
     warc: Annotated[bool, typer.Option(
         "--warc", help="Extract every HTML response of the WARC files named.")] = False,
@@ -118,9 +123,10 @@ def extract(
         help="With --warc: run on Ray, a local one started for the job (auto) or the "
              "cluster at ADDRESS; OUT must be a folder.")] = None,
     time_limit: Annotated[float, typer.Option(
-        min=0.1, help="With --warc: seconds per page before its worker is killed.")] = 10.0,
+        min=0.1, help="With --warc: seconds per page before its worker is killed.")
+                        ] = WARC_TIME_LIMIT_S,
     shard_rows: Annotated[int, typer.Option(
-        min=1, help="With --warc and a folder OUT: rows per shard.")] = 10_000,
+        min=1, help="With --warc and a folder OUT: rows per shard.")] = WARC_SHARD_ROWS,
 ) -> None:
     """Print the text one service extracts from PAGE, or write a crawl's text to OUT.
 
@@ -139,15 +145,26 @@ def extract(
         _extract_warc(inputs, entry.name, out, parsed_options, url, ray, blocks,
                       workers or os.cpu_count() or 1, time_limit, shard_rows)
         return
+    warc_only = {"--out": out is not None, "--blocks": blocks, "--workers": workers is not None,
+                 "--ray": ray is not None, "--time-limit": time_limit != WARC_TIME_LIMIT_S,
+                 "--shard-rows": shard_rows != WARC_SHARD_ROWS}
+    given = [flag for flag, set_ in warc_only.items() if set_]
+    if given:
+        raise typer.BadParameter(f"{', '.join(given)} go with --warc; one page's text goes "
+                                 "to standard output")
     if len(inputs) != 1:
         raise typer.BadParameter(f"name one HTML file, or - for standard input, not "
                                  f"{len(inputs)} (pass --warc for WARC files)")
-    page = _page_bytes(inputs[0])
+    try:  # decoded here, then the same JSON request either way
+        html = decode_html(_page_bytes(inputs[0]))
+    except NotHTMLError as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(1) from None
+    request: dict[str, object] = {"html": html, "url": page_url, "options": parsed_options}
     if in_process:
-        reply = _extract_in_process(entry.name, page, parsed_options, page_url)
+        reply = _extract_in_process(entry.name, request)
     else:
-        base = url or _default_url(entry.name)
-        reply = _extract_over_http(base, page, parsed_options, page_url)
+        reply = _extract_over_http(url or _default_url(entry.name, port_base), request)
     if as_json:
         sys.stdout.write(json.dumps(reply, ensure_ascii=False, indent=2) + "\n")
     else:
@@ -170,9 +187,10 @@ def _page_bytes(name: str) -> bytes:
         raise typer.BadParameter(f"cannot read {name}: {exc.strerror or exc}") from None
 
 
-def _default_url(name: str) -> str:
-    """The service on its registry port, once its /info says it is that service."""
-    base = f"http://127.0.0.1:{service_port(name)}"
+def _default_url(name: str, port_base: int | None) -> str:
+    """The service on its registry port (or its stack's), once its /info says it is
+    that service."""
+    base = f"http://127.0.0.1:{service_port(name, port_base)}"
     try:
         check_service(base, name)
     except StackError as exc:
@@ -194,10 +212,12 @@ def query_options(options: dict[str, object]) -> dict[str, str]:
     return query
 
 
-def _extract_in_process(name: str, data: bytes, options: dict[str, object],
-                        page_url: str | None) -> dict[str, object]:
-    reply = answer_page(get_service(name).algorithm(), data,
-                        page_query(page_url, query_options(options)))
+def _extract_in_process(name: str, request: dict[str, object]) -> dict[str, object]:
+    """The service's reply to the JSON request, computed here after the warm-up a
+    service's worker makes (so a first page pays no loading)."""
+    algorithm = get_service(name).algorithm()
+    algorithm.warm_up()
+    reply = answer_page(algorithm, json.dumps(request).encode(), {}, "application/json")
     if reply.get("error") is not None:
         console.print(f"[red]{reply['error']}")
         raise typer.Exit(1)
@@ -244,16 +264,9 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
     console.print(summary_table(job, tally, time.monotonic() - started))
 
 
-def _extract_over_http(base: str, data: bytes, options: dict[str, object],
-                       page_url: str | None) -> dict[str, object]:
+def _extract_over_http(base: str, request: dict[str, object]) -> dict[str, object]:
     try:
-        html = decode_html(data)
-    except NotHTMLError as exc:
-        console.print(f"[red]{exc}")
-        raise typer.Exit(1) from None
-    try:
-        reply = httpx.post(f"{base}/extract", timeout=60.0,
-                           json={"html": html, "url": page_url, "options": options})
+        reply = httpx.post(f"{base}/extract", timeout=60.0, json=request)
     except httpx.TransportError as exc:
         console.print(f"[red]cannot reach {base}: {exc} (is `boilerbench up` running?)")
         raise typer.Exit(1) from None

@@ -23,9 +23,36 @@ DatasetOption = Annotated[list[Path], typer.Option(
     exists=True, file_okay=False)]
 SeedOption = Annotated[int, typer.Option(help="Random seed (training is deterministic).")]
 LimitOption = Annotated[int | None, typer.Option(
-    help="Use only the first N pages (by id) of each dataset.")]
+    min=1, help="Use only the first N pages (by id) of each dataset.")]
 WorkersOption = Annotated[int | None, typer.Option(
     help="Processes that compute the pages' features (default: up to 2).")]
+
+
+def _check_datasets(datasets: list[Path]) -> None:
+    """Refuse, before any work, what training cannot use: fewer than two datasets (no
+    dataset to leave out), one named twice, a folder without html/ or content/, or a
+    page without its gold text."""
+    if len(datasets) < 2:
+        raise typer.BadParameter("give at least two datasets: each is scored by a model "
+                                 "trained on the others", param_hint="--dataset")
+    names = [folder.resolve().name for folder in datasets]
+    if len(set(names)) != len(names):
+        raise typer.BadParameter(f"datasets named twice: {', '.join(names)}",
+                                 param_hint="--dataset")
+    for folder in datasets:
+        for sub in ("html", "content"):
+            if not (folder / sub).is_dir():
+                raise typer.BadParameter(f"{folder} has no {sub}/ folder",
+                                         param_hint="--dataset")
+        pages = {p.stem for p in (folder / "html").glob("*.html")}
+        if not pages:
+            raise typer.BadParameter(f"{folder}/html holds no .html page",
+                                     param_hint="--dataset")
+        missing = sorted(pages - {p.stem for p in (folder / "content").glob("*.txt")})
+        if missing:
+            shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+            raise typer.BadParameter(f"{folder}: {len(missing)} pages without gold text in "
+                                     f"content/ ({shown})", param_hint="--dataset")
 
 
 def _summary(metadata: dict[str, Any], out: Path) -> None:
@@ -51,6 +78,7 @@ def density(
     from services.density.model import DEFAULT_MODEL
     from services.density.training import train as train_density
 
+    _check_datasets(dataset)
     out = out or DEFAULT_MODEL
     model = train_density(dataset, out, seed=seed, limit=limit, workers=workers or 2,
                           log=console.print)
@@ -72,6 +100,7 @@ def fusion(
     from services.fusion.model import DEFAULT_MODEL
     from services.fusion.training import train as train_fusion
 
+    _check_datasets(dataset)
     out = out or DEFAULT_MODEL
     model = train_fusion(dataset, out, seed=seed, limit=limit, workers=workers,
                          log=console.print)
@@ -100,8 +129,7 @@ def ensemble(
     from services.ensemble.model import DEFAULT_MODEL
     from services.ensemble.training import train as train_ensemble
 
-    if len(dataset) < 2:
-        raise typer.BadParameter("give at least two datasets", param_hint="--dataset")
+    _check_datasets(dataset)
     out = out or DEFAULT_MODEL
     costs = None
     if costs_from is not None:

@@ -34,6 +34,15 @@ class StackError(RuntimeError):
         self.service = service
 
 
+def _max_port_base() -> int:
+    """The highest --port-base whose stack still fits below port 65536."""
+    span = max(service.port for service in SERVICES.values()) - DEFAULT_PORT_BASE
+    return 65535 - span
+
+
+MAX_PORT_BASE = _max_port_base()
+
+
 def service_port(name: str, port_base: int | None = None) -> int:
     """The port of service `name` in a stack whose ports start at `port_base`.
 

@@ -34,7 +34,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.answer import validation_message
-from shared.decoding import NotHTMLError, decode_html, decode_text
+from shared.decoding import decode_gold, decode_html
 
 HTML_SUFFIXES = (".html", ".htm")
 GOLD_SUFFIX = ".txt"
@@ -83,22 +83,8 @@ class Dataset:
 
 
 def read_gold(data: bytes) -> str:
-    """A gold (or feed) file's text: see read_gold_checked."""
-    return read_gold_checked(data)[0]
-
-
-def read_gold_checked(data: bytes) -> tuple[str, str | None]:
-    """A gold file's text, and a note when it was not valid UTF-8: such a file is
-    decoded as pages are (shared.decoding: declared or detected charset), never
-    with replacement characters that would count as words missed."""
-    try:
-        return data.decode("utf-8-sig"), None
-    except UnicodeDecodeError as exc:
-        note = f"not valid UTF-8 (byte {exc.start}); decoded by charset detection"
-    try:
-        return decode_text(data), note
-    except NotHTMLError:
-        return data.decode("utf-8", errors="replace"), f"{note} failed; bad bytes replaced"
+    """A gold (or feed) file's text: see shared.decoding.decode_gold."""
+    return decode_gold(data)[0]
 
 
 def pair_names(html: Iterable[str], content: Iterable[str], feeds: Iterable[str] = (),
@@ -147,6 +133,8 @@ def open_folder(name: str, html_folder: Path, content_folder: Path,
 
     With `roots`, every file is resolved (links followed) and used only if it lies
     under one of them: a folder of links to elsewhere reads nothing outside."""
+    if html_folder.parent == content_folder.parent and not html_folder.parent.is_dir():
+        raise DatasetError(f"{name}: no such folder: {html_folder.parent}")
     for label, folder in (("html", html_folder), ("content", content_folder)):
         if not folder.is_dir():
             raise DatasetError(f"{name}: the {label} folder {folder} does not exist")
@@ -175,7 +163,7 @@ def open_folder(name: str, html_folder: Path, content_folder: Path,
 
     def load(page_id: str) -> LabelledPage:
         feed = feed_by_id.get(page_id)
-        gold, note = read_gold_checked(gold_files[f"{page_id}{GOLD_SUFFIX}"].read_bytes())
+        gold, note = decode_gold(gold_files[f"{page_id}{GOLD_SUFFIX}"].read_bytes())
         return LabelledPage(
             dataset=name, id=page_id, html=html_by_id[page_id].read_bytes(), gold=gold,
             feed=read_gold(feed.read_bytes()) if feed is not None else None,
@@ -430,7 +418,8 @@ def archive_dataset_folders(root: Path, files: Iterable[PurePosixPath], name: st
                             ) -> tuple[list[tuple[str, Path]], list[str]]:
     """The test sets of an unpacked archive: (set name, folder) of each folder holding
     `html/` and `content/` (the archive root is named `name`, a sub-folder by its own
-    name), and a warning naming the files outside them."""
+    name), and a warning naming the files outside them. A folder with only one of the
+    two is refused, as a test-set folder without it is."""
     files = list(files)
     roots = sorted({path.parent.parent for path in files
                     if len(path.parts) >= 2 and path.parent.name in ("html", "content")})
@@ -438,8 +427,11 @@ def archive_dataset_folders(root: Path, files: Iterable[PurePosixPath], name: st
     used: set[PurePosixPath] = set()
     for set_root in roots:
         folder = root.joinpath(*set_root.parts)
-        if not ((folder / "html").is_dir() and (folder / "content").is_dir()):
-            continue
+        missing = [sub for sub in ("html", "content") if not (folder / sub).is_dir()]
+        if missing:
+            raise DatasetError(f"the archive's folder {set_root.as_posix() or '.'} has "
+                               f"{'content/' if missing == ['html'] else 'html/'} but no "
+                               f"{missing[0]}/ folder")
         found.append((set_root.name or name, folder))
         used.update(p for p in files if p.parent in
                     (set_root / "html", set_root / "content", set_root / "feeds"))

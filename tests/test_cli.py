@@ -36,8 +36,8 @@ from orchestrator.launcher import (
 )
 from orchestrator.store import Store
 from shared.registry import SERVICES
-from tests.helpers import SAMPLE
-from tests.servers import REPO, free_port, local_stack, serve_http
+from tests.helpers import SAMPLE, set_run_owner
+from tests.servers import REPO, free_port, local_stack, serve_app, serve_http
 
 CLI = [sys.executable, "-m", "orchestrator.cli"]
 COMMAND_MODULES = ["orchestrator.commands_run", "orchestrator.commands_services",
@@ -370,11 +370,41 @@ def test_extract_reads_a_page_from_standard_input_as_from_its_file() -> None:
     assert from_stdin.stdout == from_file.stdout
 
 
+def test_extract_in_process_takes_the_options_a_json_request_takes() -> None:
+    # A list option, which no query string carries, as over HTTP.
+    page = sorted((SAMPLE / "html").glob("*.html"))[0]
+    result = CliRunner().invoke(app, [
+        "extract", str(page), "--service", "ensemble", "--in-process", "--json",
+        "--options", '{"members": ["readability"]}'])
+    assert result.exit_code == 0, result.output
+    details = json.loads(result.stdout)["details"]
+    assert details["members_answered"] == ["readability"]
+
+
+def test_extract_finds_the_service_of_a_port_base_stack(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    from shared.service import create_service_app
+    from shared.settings import ServiceSettings
+
+    page = sorted((SAMPLE / "html").glob("*.html"))[0]
+    runner = CliRunner()
+    with serve_app(create_service_app(SERVICES["bte"].algorithm(), ServiceSettings())) as url:
+        port_base = int(url.rsplit(":", 1)[1]) - (SERVICES["bte"].port - DEFAULT_PORT_BASE)
+        by_flag = runner.invoke(app, ["extract", str(page), "--service", "bte",
+                                      "--port-base", str(port_base)])
+        monkeypatch.setenv("BOILERBENCH_PORT_BASE", str(port_base))
+        by_env = runner.invoke(app, ["extract", str(page), "--service", "bte"])
+    in_process = runner.invoke(app, ["extract", str(page), "--service", "bte", "--in-process"])
+    assert by_flag.exit_code == by_env.exit_code == 0, by_flag.output
+    assert by_flag.stdout == by_env.stdout == in_process.stdout
+
+
 def test_extract_says_what_is_wrong_with_the_page_named(tmp_path: Path) -> None:
     runner = CliRunner()
     cases = {"no such file: ": [str(tmp_path / "missing.html")],
              "is a folder": [str(tmp_path)],
-             "not 2": [str(tmp_path / "a.html"), str(tmp_path / "b.html")]}
+             "not 2": [str(tmp_path / "a.html"), str(tmp_path / "b.html")],
+             "go with --warc": [str(tmp_path / "a.html"), "--out", "text.jsonl"]}
     for message, names in cases.items():
         result = runner.invoke(app, ["extract", *names, "--service", "bte", "--in-process"],
                                terminal_width=200)
@@ -396,3 +426,80 @@ def test_services_start_from_a_folder_that_holds_folders_named_like_the_packages
                            headers={"content-type": "text/html"}, timeout=30)
     assert reply.status_code == 200, reply.text
     assert len(reply.json()["text"].split()) > 50
+
+
+@pytest.mark.e2e
+def test_ctrl_c_stops_a_run_quietly_and_its_hint_resumes_it(tmp_path: Path) -> None:
+    """Ctrl-C reaches every process of the terminal's group: the workers leave it to the
+    run, which says how to resume (its store included), and that command finishes it."""
+    command = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
+    store = tmp_path / "stores" / "mine.sqlite"
+    started = subprocess.Popen(
+        [*command, "run", "--in-process", "--services", "trafilatura,readability,fusion",
+         "--store", str(store), "--out", str(tmp_path / "out")],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        if store.is_file():
+            db = Store(store)
+            done = [db.counts(info.id)["done"] for info in db.runs()]
+            db.close()
+            if done and done[0] >= 3:
+                break
+    os.killpg(started.pid, signal.SIGINT)
+    _, stderr = started.communicate(timeout=60)
+    assert started.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    hint = stderr[stderr.index("resume with ") + len("resume with "):].split()
+    assert hint[0] == "--resume"
+    assert hint[2:4] == ["--store", str(store)]
+    resumed = subprocess.run([*command, "run", *hint[:4]], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=300, check=False)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    db = Store(store)
+    counts = db.counts(hint[1])
+    db.close()
+    assert counts["done"] == counts["total"] == 13 * 3
+
+
+def test_run_refuses_at_once_what_it_could_not_finish(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # usage errors in one line
+    runner = CliRunner()
+    store = tmp_path / "runs.sqlite"
+    (tmp_path / "afile").write_text("not a folder")
+
+    def refused(*args: str) -> str:
+        result = runner.invoke(app, [*args, "--store", str(store)], terminal_width=200)
+        assert result.exit_code == 2, result.output
+        return result.output
+
+    # Reports into a file would fail after every page was extracted: no run is recorded.
+    assert "cannot write the reports" in refused(
+        "run", "--in-process", "--services", "bte", "--out", str(tmp_path / "afile"))
+    assert Store(store).runs() == []
+    assert "--url-map takes a JSON object" in refused("run", "--http", "--url-map", "[1]")
+    assert "names trafilatura@plian, which this run does not call" in refused(
+        "run", "--services", "trafilatura@plain", "--option",
+        'trafilatura@plian={"include_comments": false}')
+    assert "is a folder" in runner.invoke(
+        app, ["runs", "list", "--store", str(tmp_path)], terminal_width=200).output
+    # A resumed run is the run as recorded, and not a second copy of one still going.
+    assert "drop --services, --out" in refused(
+        "run", "--resume", "abc", "--services", "bte", "--out", "x")
+    db = Store(store)
+    from orchestrator.runner import RunSpec, create_run
+    from orchestrator.testsets import in_memory
+
+    run_id = create_run(db, RunSpec(datasets=[], services=["bte"]), memory=[in_memory(
+        "set", [])])
+    db.close()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        set_run_owner(store, run_id, sleeper.pid)
+        assert "being executed by process" in refused("run", "--resume", run_id)
+    finally:
+        sleeper.kill()
+        sleeper.wait()

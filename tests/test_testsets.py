@@ -140,6 +140,13 @@ def test_zip_archive_with_two_sets_and_stray_files() -> None:
     assert first.page("a").html_text() == PAGE.decode()
 
 
+def test_an_archive_set_without_its_gold_folder_is_refused() -> None:
+    data = zip_bytes({"good/html/a.html": PAGE, "good/content/a.txt": b"Hello",
+                      "nogold/html/b.html": PAGE})
+    with pytest.raises(DatasetError, match="nogold has html/ but no content/ folder"):
+        datasets_from_archive(data)
+
+
 def test_tar_archive_reads_pages_and_feeds() -> None:
     data = tar_bytes([("set/html/a.html", PAGE), ("set/content/a.txt", b"Hello"),
                  ("set/feeds/a.xml", b"<rss/>")])
