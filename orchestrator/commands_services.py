@@ -135,6 +135,8 @@ def extract(
         entry = get_service(service)
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0])) from None
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise typer.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--url")
     try:
         parsed_options = json.loads(options)
     except json.JSONDecodeError as exc:

@@ -80,7 +80,7 @@ from orchestrator.models import PageResult, PageScores, RunInfo
 from orchestrator.predictions import MISSING, lookup, read_predictions, write_predictions
 from orchestrator.scoring import PageReference, block_marks, prepare_page, score_empty
 from orchestrator.store import Store
-from orchestrator.testsets import Dataset, LabelledPage, in_memory, open_folder
+from orchestrator.testsets import Dataset, DatasetError, LabelledPage, in_memory, open_folder
 from shared.answer import ServiceError, finish_reply
 from shared.contract import Block, ExtractReply
 from shared.decoding import NotHTMLError
@@ -213,6 +213,7 @@ class Outcome:
     error: str | None = None
     extract_ms: float | None = None
     parse_ms: float = 0.0
+    algorithm: str | None = None  # as the reply names it
 
 
 @dataclass
@@ -382,7 +383,8 @@ def _parse_reply(service: str, content: bytes, elapsed_ms: float,
         return Outcome(error=f"invalid reply from {service}: {exc.errors()[0]['msg']}")
     return Outcome(body.text, body.blocks, round(elapsed_ms, 3),
                    extract_ms=body.elapsed_ms if extract_ms is None else extract_ms,
-                   parse_ms=(time.perf_counter() - parse_started) * 1000)
+                   parse_ms=(time.perf_counter() - parse_started) * 1000,
+                   algorithm=body.algorithm)
 
 
 def _request_body(page_json: bytes, options: dict[str, Any]) -> bytes:
@@ -486,13 +488,17 @@ def folder_source(dataset_name: str, html: Path, content: Path, feeds: Path | No
 def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (),
                memory: Sequence[Dataset] = (), run_id: str | None = None) -> str:
     """Record a new run (status pending) on folder test sets and in-memory ones (whose
-    pages go into the store); returns its id. Raises DatasetError for a missing folder."""
+    pages go into the store); returns its id. Raises DatasetError for a missing folder,
+    or where no test set has a page."""
     datasets = [open_source(source) for source in folders]
     sources = list(folders) + [DatasetSource(name=d.name, kind="stored") for d in memory]
     names = [s.name for s in sources]
     if len(set(names)) != len(names):
         raise ValueError(f"two test sets have the same name: {names}")
     all_sets = datasets + list(memory)
+    if not any(d.ids for d in all_sets):  # one empty set among others is a warning
+        raise DatasetError(f"{', '.join(names) or 'the run'}: no page with both its HTML "
+                           "and its gold text")
     for path in spec.predictions.values():
         read_predictions(Path(path))  # a file that cannot be read fails now, not mid-run
     warnings = [w for d in all_sets for w in d.warnings]
@@ -838,6 +844,18 @@ class RunExecution:
         self.store.add_warnings(self.run_id, [f"{dataset.name}/{page_id}: {reason}"
                                               for reason in reasons])
 
+    def warn_other_algorithm(self, row: str, outcome: Outcome) -> None:
+        """A row whose service answers as another algorithm (a URL given for the wrong
+        service, or a container swapped in) is scored all the same, with a warning once."""
+        service = service_of(row)
+        if outcome.algorithm is None or outcome.algorithm == service \
+                or (row, "") in self.warned:
+            return
+        self.warned.add((row, ""))
+        self.store.add_warnings(self.run_id, [
+            f"{row}: the service at {self.spec.url(service)} answers as "
+            f"{outcome.algorithm!r}, not {service!r}; its figures are that algorithm's"])
+
     def service_options(self, dataset: Dataset, page: LabelledPage, row: str
                         ) -> dict[str, Any] | str:
         """The options a row's request carries for this page, or why the page is skipped
@@ -874,6 +892,7 @@ class RunExecution:
         outcome = await self.outcome(row, prepared.html, dataset, page, options)
         if self.timings is not None:
             self.timings.add_outcome(outcome)
+        self.warn_other_algorithm(row, outcome)
         ref = prepared.ref
         if outcome.error is not None:  # empty output: scored at once, here
             started = time.perf_counter()

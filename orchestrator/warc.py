@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import io
+import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -43,12 +44,14 @@ OddKind = Literal["not_html", "truncated", "malformed"]
 
 @dataclass(frozen=True, slots=True)
 class WarcPage:
-    """An HTML response: its record id, target URI, WARC-Date and HTTP body bytes."""
+    """An HTML response: its record id, target URI, WARC-Date and HTTP body bytes, and
+    the Content-Type to extract it with (the response's own, so its charset counts)."""
 
     record_id: str
     uri: str | None
     date: str | None
     body: bytes
+    content_type: str = "text/html"
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,8 +203,11 @@ def _classify(record: WarcRecord) -> WarcItem:
         return OddRecord("not_html", record_id, f"Content-Type {content_type}")
     if record_id is None:
         return OddRecord("malformed", None, "the record has no WARC-Record-ID")
+    charset = _CHARSET.search(headers.get(b"content-type", b""))
+    given = content_type or "text/html"
     return WarcPage(record_id, record.headers.get("WARC-Target-URI"),
-                    record.headers.get("WARC-Date"), body)
+                    record.headers.get("WARC-Date"), body,
+                    f"{given}; charset={charset.group(1).decode()}" if charset else given)
 
 
 def _header_fields(head: bytes) -> dict[bytes, bytes]:
@@ -212,6 +218,10 @@ def _header_fields(head: bytes) -> dict[bytes, bytes]:
         if colon:
             fields.setdefault(name.strip().lower(), value.strip())
     return fields
+
+
+# The charset parameter of a Content-Type, quoted or not (RFC 9110, 8.3.2).
+_CHARSET = re.compile(rb';\s*charset\s*=\s*"?([A-Za-z0-9_.:-]{1,40})', re.IGNORECASE)
 
 
 def _media_type(content_type: bytes) -> str | None:

@@ -10,6 +10,9 @@ killed and costs that page only); with `--url` a running service does it; on Ray
 Resuming: each row is written and flushed as its page completes, so a killed job
 loses at most the pages in flight. A new run over the same output first reads the
 record ids already there (cutting off a last line torn by the kill) and skips them.
+Beside the output, `<out>.job.json` (in a folder of shards, `job.json`) records the
+service, options and blocks setting that wrote it: a job asking for another text is
+refused there instead of leaving the old rows as if they were its own.
 """
 
 from __future__ import annotations
@@ -299,10 +302,33 @@ def job_progress(console: Console) -> Progress:
                     TextColumn("{task.elapsed:,.0f} s"), console=console)
 
 
+def job_file(out: Path) -> Path:
+    """Where the settings that wrote `out` are kept (module docstring)."""
+    if out.suffix.lower() in (".jsonl", ".parquet") and not out.is_dir():
+        return out.with_name(f"{out.name}.job.json")
+    return out / "job.json"
+
+
+def claim_output(job: WarcJob) -> None:
+    """Record the job's settings beside its output, or ValueError where rows of other
+    settings are there already."""
+    settings = {"service": job.service, "options": job.options, "blocks": job.blocks}
+    path = job_file(job.out)
+    if path.is_file():
+        recorded = orjson.loads(path.read_bytes())
+        if recorded != settings:
+            raise ValueError(f"{job.out} holds the rows of another job ({recorded}); name "
+                             "another --out, or remove it to start again")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(settings))
+
+
 def run_job(job: WarcJob, console: Console, ray_address: str | None = None,
             on_row: Callable[[Row], None] | None = None) -> Tally:
     """Run the job to the end (or until it cannot go on); return what it met.
     `on_row` is called after each row is written (benchmarks time the rows with it)."""
+    claim_output(job)
     sink = open_sink(job.out, job.blocks, job.shard_rows, shards_only=ray_address is not None)
     tally = Tally()
     done = sink.done_ids()
@@ -382,7 +408,8 @@ def _pool_extract(job: WarcJob, pool: WorkerPool) -> Callable[[WarcPage], Corout
     async def extract(page: WarcPage) -> Row:
         started = time.perf_counter()
         try:
-            result = await pool.run(page.body, "text/html", page_query(page.uri, job.options),
+            result = await pool.run(page.body, page.content_type,
+                                    page_query(page.uri, job.options),
                                     job.time_limit_s, blocks=job.blocks)
         except ServiceError as exc:
             return {"error": f"{exc.error}: {exc.detail}"}
@@ -413,7 +440,7 @@ def _http_extract(job: WarcJob, client: httpx.AsyncClient
             try:
                 reply = await client.post(endpoint, content=page.body,
                                           params=page_query(page.uri, job.options),
-                                          headers={"content-type": "text/html"})
+                                          headers={"content-type": page.content_type})
             except httpx.TransportError as exc:
                 problem = f"cannot reach {endpoint}: {type(exc).__name__}: {exc}"
                 continue

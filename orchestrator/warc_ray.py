@@ -47,8 +47,8 @@ def extract_batch(service: str, options: dict[str, str], blocks: bool,
                   pages: list[WarcPage]) -> list[Row]:
     """Rows of a batch of pages (the body of a Ray task)."""
     algorithm = _algorithm(service)
-    return [page_row(page, answer_page(algorithm, page.body, page_query(page.uri, options)),
-                     blocks) for page in pages]
+    return [page_row(page, answer_page(algorithm, page.body, page_query(page.uri, options),
+                                       page.content_type), blocks) for page in pages]
 
 
 def run_on_ray(job: WarcJob, address: str, pages: Iterator[WarcPage],

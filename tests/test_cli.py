@@ -404,7 +404,8 @@ def test_extract_says_what_is_wrong_with_the_page_named(tmp_path: Path) -> None:
     cases = {"no such file: ": [str(tmp_path / "missing.html")],
              "is a folder": [str(tmp_path)],
              "not 2": [str(tmp_path / "a.html"), str(tmp_path / "b.html")],
-             "go with --warc": [str(tmp_path / "a.html"), "--out", "text.jsonl"]}
+             "go with --warc": [str(tmp_path / "a.html"), "--out", "text.jsonl"],
+             "not an http(s) URL": [str(tmp_path / "a.html"), "--url", "localhost:8003"]}
     for message, names in cases.items():
         result = runner.invoke(app, ["extract", *names, "--service", "bte", "--in-process"],
                                terminal_width=200)
@@ -480,6 +481,10 @@ def test_run_refuses_at_once_what_it_could_not_finish(tmp_path: Path,
     assert "cannot write the reports" in refused(
         "run", "--in-process", "--services", "bte", "--out", str(tmp_path / "afile"))
     assert Store(store).runs() == []
+    for sub in ("html", "content"):
+        (tmp_path / "empty" / sub).mkdir(parents=True)
+    assert "no page with both its HTML and its gold text" in refused(
+        "run", "--in-process", "--services", "bte", "--dataset", str(tmp_path / "empty"))
     assert "--url-map takes a JSON object" in refused("run", "--http", "--url-map", "[1]")
     assert "names trafilatura@plian, which this run does not call" in refused(
         "run", "--services", "trafilatura@plain", "--option",
@@ -491,10 +496,11 @@ def test_run_refuses_at_once_what_it_could_not_finish(tmp_path: Path,
         "run", "--resume", "abc", "--services", "bte", "--out", "x")
     db = Store(store)
     from orchestrator.runner import RunSpec, create_run
-    from orchestrator.testsets import in_memory
+    from orchestrator.testsets import LabelledPage, in_memory
 
-    run_id = create_run(db, RunSpec(datasets=[], services=["bte"]), memory=[in_memory(
-        "set", [])])
+    page = LabelledPage("set", "p", b"<p>words</p>", "words")
+    run_id = create_run(db, RunSpec(datasets=[], services=["bte"]),
+                        memory=[in_memory("set", [page])])
     db.close()
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

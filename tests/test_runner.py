@@ -296,3 +296,15 @@ def test_in_process_settings_of_one_service_share_its_pool(tmp_path: Path) -> No
     assert differ  # the sample has pages with reader comments
     for page in differ:  # without comments, a shorter text
         assert len(texts["trafilatura@no-comments"][page]) < len(texts["trafilatura"][page])
+
+
+def test_a_service_answering_as_another_algorithm_is_named_in_the_warnings(
+        tmp_path: Path, fakes: dict[str, tuple[FakeService, str]]) -> None:
+    # justext's URL given to the bte service (a slip of a port, a container swapped in).
+    swapped = {"justext": fakes["justext"], "bte": fakes["justext"]}
+    store, run_id, results = _run(tmp_path, swapped, ["justext", "bte"])
+    warnings = store.details(run_id)["warnings"]
+    assert [w for w in warnings if "answers as" in w] == [
+        f"bte: the service at {fakes['justext'][1]} answers as 'justext', not 'bte'; "
+        "its figures are that algorithm's"]
+    assert {r.status for r in results} == {"ok"}

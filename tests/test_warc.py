@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.warc import OddRecord, OtherRecord, WarcPage, read_warc, sniff_html
+from shared.decoding import decode_html
 from tests.helpers import REPO
 from tests.warc_files import Response, dataset_responses, warc_record, write_warc
 
@@ -210,6 +211,16 @@ def test_bad_input_is_refused_clearly(tmp_path: Path) -> None:
                                    "--out", str(tmp_path / "o.jsonl"), "--ray", "auto"])
     assert ray_file.exit_code == 2
     assert "shards" in ray_file.output
+    # An output holds one job's rows: another service's text is not added to them.
+    out = tmp_path / "rows.jsonl"
+    first = runner.invoke(app, ["extract", "--warc", str(path), "--service", SERVICE,
+                                "--out", str(out), "--workers", "1"])
+    assert first.exit_code == 0, first.output
+    other = runner.invoke(app, ["extract", "--warc", str(path), "--service", "cetd",
+                                "--out", str(out)], terminal_width=200)
+    assert other.exit_code == 2
+    assert "holds the rows of another job" in other.output
+    assert len(read_rows(out)) == 1
 
 
 def test_uncompressed_warc_is_read_too(tmp_path: Path) -> None:
@@ -342,3 +353,20 @@ def test_answer_page_turns_every_page_failure_into_an_error_reply() -> None:
     assert answer_page(ALGORITHM, b"%PDF-1.4", {})["error"].startswith("not_html")
     assert answer_page(ALGORITHM, b"<p>x</p>", {"bogus": "1"})["error"].startswith(
         "invalid_options")
+
+
+def test_the_response_charset_decodes_the_page(tmp_path: Path) -> None:
+    # Undeclared in the page, Polish in ISO-8859-2 reads as windows-1252 (a Latin
+    # script with a few accents): only the response's charset tells.
+    text = "Zażółć gęślą jaźń: pchnąć w tę łódź jeża lub ośm skrzyń fig."
+    body = f"<html><body><p>{text}</p></body></html>".encode("iso8859_2")
+    assert text not in decode_html(body)
+    path = tmp_path / "latin2.warc"
+    path.write_bytes(warc_record(Response("https://a.example/", body,
+                                          "text/html; charset=ISO-8859-2").with_id()))
+    out = tmp_path / "rows.jsonl"
+    done = CliRunner().invoke(app, ["extract", "--warc", str(path), "--service", SERVICE,
+                                    "--out", str(out), "--workers", "1"])
+    assert done.exit_code == 0, done.output
+    (row,) = read_rows(out)
+    assert text in str(row["text"])
