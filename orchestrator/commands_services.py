@@ -157,6 +157,12 @@ def extract(
     if len(inputs) != 1:
         raise typer.BadParameter(f"name one HTML file, or - for standard input, not "
                                  f"{len(inputs)} (pass --warc for WARC files)")
+    from pydantic import ValidationError
+
+    try:  # a usage error, as for --warc and `run`, before any page is read
+        entry.algorithm().options_model.model_validate(parsed_options)
+    except ValidationError as exc:
+        raise typer.BadParameter(f"--options: {validation_message(exc)}") from None
     try:  # decoded here, then the same JSON request either way
         html = decode_html(_page_bytes(inputs[0]))
     except NotHTMLError as exc:

@@ -405,7 +405,9 @@ def test_extract_says_what_is_wrong_with_the_page_named(tmp_path: Path) -> None:
              "is a folder": [str(tmp_path)],
              "not 2": [str(tmp_path / "a.html"), str(tmp_path / "b.html")],
              "go with --warc": [str(tmp_path / "a.html"), "--out", "text.jsonl"],
-             "not an http(s) URL": [str(tmp_path / "a.html"), "--url", "localhost:8003"]}
+             "not an http(s) URL": [str(tmp_path / "a.html"), "--url", "localhost:8003"],
+             "Extra inputs are not permitted": [str(tmp_path / "a.html"), "--options",
+                                                '{"nope": 1}']}
     for message, names in cases.items():
         result = runner.invoke(app, ["extract", *names, "--service", "bte", "--in-process"],
                                terminal_width=200)
