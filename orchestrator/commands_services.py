@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -26,7 +27,8 @@ from orchestrator.launcher import (
     parse_service_list,
     service_port,
 )
-from shared.answer import answer_page, validation_message
+from orchestrator.service_options import OptionsError, check_options
+from shared.answer import answer_page
 from shared.decoding import NotHTMLError, decode_html
 from shared.registry import get_service
 
@@ -157,12 +159,7 @@ def extract(
     if len(inputs) != 1:
         raise typer.BadParameter(f"name one HTML file, or - for standard input, not "
                                  f"{len(inputs)} (pass --warc for WARC files)")
-    from pydantic import ValidationError
-
-    try:  # a usage error, as for --warc and `run`, before any page is read
-        entry.algorithm().options_model.model_validate(parsed_options)
-    except ValidationError as exc:
-        raise typer.BadParameter(f"--options: {validation_message(exc)}") from None
+    _check_extract_options(entry.name, parsed_options)  # before any page is read
     try:  # decoded here, then the same JSON request either way
         html = decode_html(_page_bytes(inputs[0]))
     except NotHTMLError as exc:
@@ -177,6 +174,14 @@ def extract(
         sys.stdout.write(json.dumps(reply, ensure_ascii=False, indent=2) + "\n")
     else:
         sys.stdout.write(f"{reply['text']}\n")
+
+
+def _check_extract_options(name: str, options: Mapping[str, object]) -> None:
+    """Options the service would refuse, as a usage error (as `run` treats them)."""
+    try:
+        check_options({name: options})
+    except OptionsError as exc:
+        raise typer.BadParameter(f"--options: {exc}") from None
 
 
 def _page_bytes(name: str) -> bytes:
@@ -235,8 +240,6 @@ def _extract_in_process(name: str, request: dict[str, object]) -> dict[str, obje
 def _extract_warc(patterns: list[str], name: str, out: Path | None,
                   options: dict[str, object], url: str | None, ray_address: str | None,
                   blocks: bool, workers: int, time_limit: float, shard_rows: int) -> None:
-    from pydantic import ValidationError
-
     # Imported here: the WARC reader and Parquet writer come with the `warc` extra,
     # which the rest of the command does not need.
     try:
@@ -251,10 +254,7 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
     if url is not None and ray_address is not None:
         raise typer.BadParameter("--url and --ray exclude each other")
     query = query_options(options)
-    try:
-        get_service(name).algorithm().options_model.model_validate(query)
-    except ValidationError as exc:
-        raise typer.BadParameter(f"--options: {validation_message(exc)}") from None
+    _check_extract_options(name, query)
     try:
         paths = expand_paths(patterns)
     except FileNotFoundError as exc:

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel
 from rapidfuzz.distance import Indel
 
-from shared.tokens import tokenize, word_pattern
+from shared.tokens import normalize, tokenize, word_pattern
 
 _PIECE = re.compile(r"\S+")
 _SPACE = re.compile(r"\s+")
@@ -51,7 +51,7 @@ def _units(text: str) -> tuple[list[int], list[str], list[int]]:
             continue
         matches = list(word_pattern().finditer(piece.group()))
         if len(matches) == len(tokens) and all(
-                tokenize(m.group()) == [token] for m, token in zip(matches, tokens, strict=True)):
+                normalize(m.group()) == token for m, token in zip(matches, tokens, strict=True)):
             starts += [piece.start() + m.start() for m in matches]
             keys += tokens
             sizes += [1] * len(tokens)

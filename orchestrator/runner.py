@@ -756,6 +756,7 @@ class RunExecution:
                                         timings)
         self.failures: list[BaseException] = []
         self.warned: set[tuple[str, str]] = set()
+        self.warned_rows: set[str] = set()
         self.cancel_checked = time.monotonic()
 
     async def execute(self, work: dict[str, list[WorkItem]]) -> None:
@@ -848,10 +849,9 @@ class RunExecution:
         """A row whose service answers as another algorithm (a URL given for the wrong
         service, or a container swapped in) is scored all the same, with a warning once."""
         service = service_of(row)
-        if outcome.algorithm is None or outcome.algorithm == service \
-                or (row, "") in self.warned:
+        if outcome.algorithm in (None, service) or row in self.warned_rows:
             return
-        self.warned.add((row, ""))
+        self.warned_rows.add(row)
         self.store.add_warnings(self.run_id, [
             f"{row}: the service at {self.spec.url(service)} answers as "
             f"{outcome.algorithm!r}, not {service!r}; its figures are that algorithm's"])

@@ -99,16 +99,18 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _owner_gone(owner: str | None) -> bool:
-    """Whether the `host:pid` owner of a run is known to have ended: a process of this
-    host that no longer exists. Another host's process cannot be checked."""
+def _local_pid(owner: str | None) -> int | None:
+    """The pid of a `host:pid` run owner of this host; None for another host's (whose
+    process cannot be checked) or no owner."""
     if owner is None:
-        return False
+        return None
     host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
+    return int(pid) if host == socket.gethostname() and pid.isdigit() else None
+
+
+def _process_gone(pid: int) -> bool:
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:
@@ -116,15 +118,19 @@ def _owner_gone(owner: str | None) -> bool:
     return False
 
 
+def _owner_gone(owner: str | None) -> bool:
+    """Whether the owner of a run is known to have ended: a process of this host that
+    no longer exists."""
+    pid = _local_pid(owner)
+    return pid is not None and _process_gone(pid)
+
+
 def run_owner_alive(info: RunInfo) -> bool:
     """Whether a run recorded running is being executed by another live process of this
     host (one that must not be doubled). A process of another host cannot be checked:
     most often it is an earlier life of this server (a container recreated), so no."""
-    if info.status != "running" or info.owner is None:
-        return False
-    host, _, pid = info.owner.rpartition(":")
-    return (host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid()
-            and not _owner_gone(info.owner))
+    pid = _local_pid(info.owner) if info.status == "running" else None
+    return pid is not None and pid != os.getpid() and not _process_gone(pid)
 
 
 def _shown(info: RunInfo) -> RunInfo:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import glob
 import io
-import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
 from isal import isal_zlib
 
 from shared.answer import HTML_TYPES
+from shared.decoding import charset_parameter
 
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 _READ_BYTES = 1 << 20
@@ -203,11 +203,11 @@ def _classify(record: WarcRecord) -> WarcItem:
         return OddRecord("not_html", record_id, f"Content-Type {content_type}")
     if record_id is None:
         return OddRecord("malformed", None, "the record has no WARC-Record-ID")
-    charset = _CHARSET.search(headers.get(b"content-type", b""))
+    charset = charset_parameter(headers.get(b"content-type", b"").decode("latin-1"))
     given = content_type or "text/html"
     return WarcPage(record_id, record.headers.get("WARC-Target-URI"),
                     record.headers.get("WARC-Date"), body,
-                    f"{given}; charset={charset.group(1).decode()}" if charset else given)
+                    f"{given}; charset={charset}" if charset else given)
 
 
 def _header_fields(head: bytes) -> dict[bytes, bytes]:
@@ -218,10 +218,6 @@ def _header_fields(head: bytes) -> dict[bytes, bytes]:
         if colon:
             fields.setdefault(name.strip().lower(), value.strip())
     return fields
-
-
-# The charset parameter of a Content-Type, quoted or not (RFC 9110, 8.3.2).
-_CHARSET = re.compile(rb';\s*charset\s*=\s*"?([A-Za-z0-9_.:-]{1,40})', re.IGNORECASE)
 
 
 def _media_type(content_type: bytes) -> str | None:

@@ -259,12 +259,16 @@ def row_schema(blocks: bool) -> Any:
 
 def open_sink(out: Path, blocks: bool, shard_rows: int, shards_only: bool = False) -> RowSink:
     """The sink OUT names: a `.jsonl` or `.parquet` file, or else a folder of shards."""
-    suffix = out.suffix.lower()
-    if suffix in (".jsonl", ".parquet") and not out.is_dir():
+    if _is_file_output(out):
         if shards_only:
             raise ValueError(f"{out} is a file; this job writes shards: name a folder")
-        return JsonlSink(out) if suffix == ".jsonl" else ParquetSink(out, blocks)
+        return JsonlSink(out) if out.suffix.lower() == ".jsonl" else ParquetSink(out, blocks)
     return ShardSink(out, shard_rows)
+
+
+def _is_file_output(out: Path) -> bool:
+    """Whether OUT names one file (.jsonl, .parquet) rather than a folder of shards."""
+    return out.suffix.lower() in (".jsonl", ".parquet") and not out.is_dir()
 
 
 # --- reading -----------------------------------------------------------------------
@@ -304,9 +308,7 @@ def job_progress(console: Console) -> Progress:
 
 def job_file(out: Path) -> Path:
     """Where the settings that wrote `out` are kept (module docstring)."""
-    if out.suffix.lower() in (".jsonl", ".parquet") and not out.is_dir():
-        return out.with_name(f"{out.name}.job.json")
-    return out / "job.json"
+    return out.with_name(f"{out.name}.job.json") if _is_file_output(out) else out / "job.json"
 
 
 def claim_output(job: WarcJob) -> None:

@@ -11,7 +11,6 @@ with no str or Block ever copied between the two processes.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -20,11 +19,9 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from shared.contract import Algorithm, Block, ErrorReply, ExtractRequest, PageError
-from shared.decoding import NotHTMLError, check_html, decode_html
+from shared.decoding import NotHTMLError, charset_parameter, check_html, decode_html
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
-# The charset parameter of a Content-Type (RFC 9110, 8.3.2), quoted or not.
-_CHARSET = re.compile(r";\s*charset\s*=\s*\"?([A-Za-z0-9_.:-]{1,40})", re.IGNORECASE)
 
 
 class ServiceError(Exception):
@@ -87,9 +84,8 @@ def parse_extract_request(body: bytes, content_type: str, query: dict[str, str])
         except NotHTMLError as exc:
             raise ServiceError(400, "not_html", str(exc)) from None
         return request
-    charset = _CHARSET.search(content_type)
     try:
-        html = decode_html(body, charset.group(1) if charset else None)
+        html = decode_html(body, charset_parameter(content_type))
     except NotHTMLError as exc:
         raise ServiceError(400, "not_html", str(exc)) from None
     options: dict[str, Any] = {k: v for k, v in query.items() if k != "url"}

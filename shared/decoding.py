@@ -82,6 +82,16 @@ def browser_codec(label: str) -> str | None:
     return _AS_BROWSERS_READ.get(codec, codec)
 
 
+# The charset parameter of a Content-Type (RFC 9110, 8.3.2), quoted or not.
+_CHARSET_PARAMETER = re.compile(r';\s*charset\s*=\s*"?([A-Za-z0-9_.:-]{1,40})', re.IGNORECASE)
+
+
+def charset_parameter(content_type: str) -> str | None:
+    """The charset label a Content-Type value gives, if any."""
+    match = _CHARSET_PARAMETER.search(content_type)
+    return match.group(1) if match else None
+
+
 def _declared_charset(data: bytes) -> str | None:
     match = _DECLARED.search(data[:4096])
     if not match:
