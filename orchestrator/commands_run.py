@@ -188,6 +188,10 @@ def run(
         if stored:
             raise typer.BadParameter(f"--resume runs the run as it was recorded: drop "
                                      f"{', '.join(stored)}")
+    if resume and not config.store_path.exists():
+        console.print(f"[red]no run {resume!r}: there is no store at {config.store_path}"
+                      + _store_hint(resume, config), soft_wrap=True)
+        raise typer.Exit(2)
     db = _open_store(config.store_path)
     try:
         if resume:
@@ -438,7 +442,7 @@ def runs_list(
 ) -> None:
     """List the runs of the store with their progress."""
     config = _config(config_file, {"store": store})
-    db = _open_store(config.store_path)
+    db = _open_store(config.store_path, existing=True)
     rows: list[tuple[str, ...]] = []
     for info in db.runs():
         counts = db.counts(info.id)
@@ -477,10 +481,17 @@ def _print_runs_as_blocks(store_path: Path, rows: list[tuple[str, ...]]) -> None
         out.print(f"  services: {services}", highlight=False)
 
 
-def _open_store(path: Path) -> Store:
-    """The store at `path`, or one line saying why it cannot be used (exit 2)."""
+def _open_store(path: Path, *, existing: bool = False) -> Store:
+    """The store at `path`, or one line saying why it cannot be used (exit 2).
+
+    `existing`: for commands that only read or change recorded runs, a missing store
+    is an error rather than a new empty file left behind (a mistyped --store)."""
     from orchestrator.store import Store, StoreError
 
+    if existing and not path.exists():
+        console.print(f"[red]there is no store at {path}: no run was recorded there; name "
+                      "the store with --store PATH (or BOILERBENCH_STORE)", soft_wrap=True)
+        raise typer.Exit(2)
     try:
         return Store(path)
     except StoreError as exc:
@@ -501,7 +512,7 @@ def runs_cancel(
     from orchestrator.store import UNFINISHED
 
     config = _config(config_file, {"store": store})
-    db = _open_store(config.store_path)
+    db = _open_store(config.store_path, existing=True)
     try:
         status = db.status(run_id)
         if status is None:
@@ -526,7 +537,7 @@ def runs_show(
     from orchestrator.runner import RunSpec
 
     config = _config(config_file, {"store": store})
-    db = _open_store(config.store_path)
+    db = _open_store(config.store_path, existing=True)
     info = db.run(run_id)
     if info is None:
         console.print(f"[red]no run {run_id!r} in {config.store_path}")

@@ -325,6 +325,18 @@ def test_every_command_has_a_one_line_summary() -> None:
         assert "\n" not in summary, f"boilerbench {' '.join(path)}: {summary!r}"
 
 
+def test_commands_on_recorded_runs_leave_no_store_behind(tmp_path: Path) -> None:
+    """`runs list/show/cancel` and `run --resume` read a store: a mistyped --store is
+    said to hold no store, and no empty store file is left at that path."""
+    missing = tmp_path / "typo" / "runs.sqlite"
+    for command in (["runs", "list"], ["runs", "show", "abc"], ["runs", "cancel", "abc"],
+                    ["run", "--resume", "abc"]):
+        done = CliRunner().invoke(app, [*command, "--store", str(missing)])
+        assert done.exit_code == 2, (command, done.output)
+        assert "no store at" in " ".join(done.output.split()), (command, done.output)
+        assert not missing.exists() and not missing.parent.exists(), command
+
+
 def test_runs_list_keeps_whole_run_ids_in_a_narrow_terminal(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The id is what `--resume` and `runs cancel` take: an 80-column terminal shows each
