@@ -140,6 +140,32 @@ def _shown(info: RunInfo) -> RunInfo:
     return info
 
 
+def _create_store_file(path: Path) -> None:
+    """A new store appears whole: its schema is written under a name of its own, then
+    linked into place. sqlite3.connect would leave an empty file at `path` until the
+    schema is written, which another process opening the store in that moment would
+    take for a store that lost its runs. Where a store is there already, nothing."""
+    if path.exists():
+        return
+    fresh = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        db = sqlite3.connect(str(fresh), isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(SCHEMA)
+        finally:
+            db.close()
+        try:
+            os.link(fresh, path)
+        except FileExistsError:  # another process made it first: use theirs
+            pass
+        except OSError:  # a file system without hard links
+            if not path.exists():
+                os.replace(fresh, path)
+    finally:
+        fresh.unlink(missing_ok=True)
+
+
 class Store:
     """Runs, their inputs and their page results in one SQLite file."""
 
@@ -147,6 +173,7 @@ class Store:
         self.path = Path(path)
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            _create_store_file(self.path)
             check_store_file(self.path)
         self._lock = threading.RLock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,

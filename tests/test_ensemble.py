@@ -342,3 +342,12 @@ def test_training_cache_asks_a_member_again_when_its_folder_changes(
         with (root / edited).open("a", encoding="utf-8") as file:
             file.write("\n# edited\n")
         assert ask()[0] == ["set: computing bte on 1 pages"], edited
+
+
+def test_info_gives_the_models_held_out_figures() -> None:
+    """/info's leave-one-dataset-out figures are the model file's, the mean included (the
+    mean of the default members' per-dataset figures), none of them missing."""
+    figures = ALGORITHM.info().details["leave_one_dataset_out"]  # type: ignore[index]
+    assert all(value is not None for value in figures.values()), figures
+    assert figures["mean"] == pytest.approx(fmean(figures["default_members"].values()),
+                                            abs=1e-4)

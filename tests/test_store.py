@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 import subprocess
 import sys
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
 
 from orchestrator.models import Counts, PageResult, PageScores, RunInfo
-from orchestrator.store import Store
+from orchestrator.store import Store, StoreError
 from orchestrator.testsets import LabelledPage
 
 
@@ -112,3 +115,32 @@ def test_killed_writer_leaves_only_whole_rows(tmp_path: Path) -> None:
     assert len(results) >= 51
     assert all(r.text == "x" * 2000 for r in results)  # every row parses and is whole
     assert store.counts("r1")["done"] == len(results)
+
+
+def _open_at_once(path: Path, barrier: Barrier, errors: Queue[str]) -> None:
+    barrier.wait()
+    try:
+        Store(path).close()
+    except StoreError as exc:
+        errors.put(str(exc))
+
+
+def test_processes_opening_a_new_store_at_once_all_get_it(tmp_path: Path) -> None:
+    """Two commands started together on a new store (a `run` and a `runs list`, say):
+    neither may find the file the other is creating empty and refuse it as damaged."""
+    context = multiprocessing.get_context("fork")
+    for attempt in range(5):
+        path = tmp_path / str(attempt) / "runs.sqlite"
+        barrier, errors = context.Barrier(4), context.Queue()
+        openers = [context.Process(target=_open_at_once, args=(path, barrier, errors))
+                   for _ in range(4)]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join(timeout=60)
+        assert all(opener.exitcode == 0 for opener in openers)
+        assert errors.empty(), errors.get()
+        assert [p.name for p in path.parent.iterdir() if not p.name.startswith("runs.")] == []
+        store = Store(path)
+        assert store.runs() == []
+        store.close()

@@ -18,6 +18,7 @@ true when none answered and the blocks were decided on the page's own features a
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from importlib.metadata import version
 from typing import Any
@@ -25,7 +26,12 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from services.ensemble.features import page_matrix
-from services.ensemble.members import HttpMembers, MemberAnswer, ask_in_process
+from services.ensemble.members import (
+    HttpMembers,
+    MemberAnswer,
+    ask_in_process,
+    member_algorithm,
+)
 from services.ensemble.model import default_model
 from services.fusion.features import page_features, stoplists
 from shared.contract import Algorithm, Block, Extraction, Options
@@ -126,6 +132,13 @@ def _warm_up() -> None:
     http = http_members()
     for name in model.default_members:
         if http is None or name not in http.urls:
+            try:
+                member_algorithm(name)
+            except ImportError as exc:  # the ensemble's image holds no member's code
+                logging.getLogger("boilerbench.ensemble").warning(
+                    "default member %s is not installed here (%s) and has no URL in "
+                    "BOILERBENCH_MEMBER_URLS: every page is answered without it", name, exc)
+                continue
             ask_in_process(name, "<html><body><p>warm up</p></body></html>", None)
 
 
@@ -143,10 +156,11 @@ def _details() -> dict[str, Any]:
         members[name] = {"version": member_version, "url": urls.get(name),
                          "default": name in model.default_members}
     evaluation = model.metadata.get("evaluation", {})
+    held_out = model.metadata.get("leave_one_dataset_out", {})
     return {"members": members,
-            "leave_one_dataset_out": {k: evaluation.get(k) for k in
-                                      ("metric", "default_members", "all_members",
-                                       "no_member", "mean")},
+            "leave_one_dataset_out": {**{k: evaluation.get(k) for k in
+                                         ("metric", "default_members", "all_members",
+                                          "no_member")}, "mean": held_out.get("mean")},
             "learned_members": model.metadata.get("learned_members"),
             "trained_on": [d["name"] for d in model.metadata.get("datasets", [])]}
 
