@@ -92,6 +92,7 @@ def up(
 
 @app.command()
 def extract(
+    context: typer.Context,
     inputs: Annotated[list[str], typer.Argument(
         metavar="PAGE | FILE_OR_GLOB...",
         help="An HTML file (- reads standard input); with --warc, WARC files or globs "
@@ -109,6 +110,9 @@ def extract(
         metavar="N", envvar="BOILERBENCH_PORT_BASE", min=1, max=MAX_PORT_BASE,
         help="Without --url: the service of the stack `boilerbench up --port-base N` "
              "started.")] = None,
+    token: Annotated[str | None, typer.Option(
+        envvar="BOILERBENCH_SERVICE_TOKEN",
+        help="Bearer token of a service started with BOILERBENCH_TOKEN.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole reply.")] = False,
     warc: Annotated[bool, typer.Option(
         "--warc", help="Extract every HTML response of the WARC files named.")] = False,
@@ -139,6 +143,12 @@ def extract(
         raise typer.BadParameter(str(exc.args[0])) from None
     if url is not None and not url.startswith(("http://", "https://")):
         raise typer.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--url")
+    # BOILERBENCH_PORT_BASE may be set for the whole shell: only the flag is refused.
+    if (port_base is not None and (in_process or url is not None or warc) and
+            getattr(context.get_parameter_source("port_base"), "name", "") == "COMMANDLINE"):
+        raise typer.BadParameter("--port-base finds a service of a local stack: it does not go "
+                                 "with --in-process, --url or --warc", param_hint="--port-base")
+    token = token or None  # an empty token is no token, as for the services
     try:
         parsed_options = json.loads(options)
     except json.JSONDecodeError as exc:
@@ -147,7 +157,7 @@ def extract(
         raise typer.BadParameter("--options must be a JSON object")
     if warc:
         _extract_warc(inputs, entry.name, out, parsed_options, url, ray, blocks,
-                      workers or os.cpu_count() or 1, time_limit, shard_rows)
+                      workers or os.cpu_count() or 1, time_limit, shard_rows, token)
         return
     warc_only = {"--out": out is not None, "--blocks": blocks, "--workers": workers is not None,
                  "--ray": ray is not None, "--time-limit": time_limit != WARC_TIME_LIMIT_S,
@@ -169,7 +179,8 @@ def extract(
     if in_process:
         reply = _extract_in_process(entry.name, request)
     else:
-        reply = _extract_over_http(url or _default_url(entry.name, port_base), request)
+        reply = _extract_over_http(url or _default_url(entry.name, port_base, token), request,
+                                   token)
     if as_json:
         sys.stdout.write(json.dumps(reply, ensure_ascii=False, indent=2) + "\n")
     else:
@@ -200,12 +211,12 @@ def _page_bytes(name: str) -> bytes:
         raise typer.BadParameter(f"cannot read {name}: {exc.strerror or exc}") from None
 
 
-def _default_url(name: str, port_base: int | None) -> str:
+def _default_url(name: str, port_base: int | None, token: str | None) -> str:
     """The service on its registry port (or its stack's), once its /info says it is
     that service."""
     base = f"http://127.0.0.1:{service_port(name, port_base)}"
     try:
-        check_service(base, name)
+        check_service(base, name, token)
     except StackError as exc:
         console.print(f"[red]{exc}; start it with `boilerbench up --services {name}` or "
                       "give its URL with --url", highlight=False, soft_wrap=True)
@@ -239,7 +250,8 @@ def _extract_in_process(name: str, request: dict[str, object]) -> dict[str, obje
 
 def _extract_warc(patterns: list[str], name: str, out: Path | None,
                   options: dict[str, object], url: str | None, ray_address: str | None,
-                  blocks: bool, workers: int, time_limit: float, shard_rows: int) -> None:
+                  blocks: bool, workers: int, time_limit: float, shard_rows: int,
+                  token: str | None) -> None:
     # Imported here: the WARC reader and Parquet writer come with the `warc` extra,
     # which the rest of the command does not need.
     try:
@@ -260,7 +272,8 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
     except FileNotFoundError as exc:
         raise typer.BadParameter(str(exc)) from None
     job = WarcJob(paths=paths, service=name, out=out, options=query, blocks=blocks,
-                  workers=workers, url=url, time_limit_s=time_limit, shard_rows=shard_rows)
+                  workers=workers, url=url, time_limit_s=time_limit, shard_rows=shard_rows,
+                  token=token)
     started = time.monotonic()
     try:
         tally = run_job(job, console, ray_address)
@@ -272,9 +285,11 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
     console.print(summary_table(job, tally, time.monotonic() - started))
 
 
-def _extract_over_http(base: str, request: dict[str, object]) -> dict[str, object]:
+def _extract_over_http(base: str, request: dict[str, object], token: str | None
+                       ) -> dict[str, object]:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
-        reply = httpx.post(f"{base}/extract", timeout=60.0, json=request)
+        reply = httpx.post(f"{base}/extract", timeout=60.0, json=request, headers=headers)
     except httpx.TransportError as exc:
         console.print(f"[red]cannot reach {base}: {exc} (is `boilerbench up` running?)")
         raise typer.Exit(1) from None

@@ -68,6 +68,10 @@ def check_service(url: str, name: str, token: str | None = None, timeout: float 
         answered = None
     if answered == name:
         return
+    if reply.status_code == 401:
+        given = "the one given was refused" if token else "none was given"
+        raise StackError(f"{url} asks for a bearer token ({given}): set "
+                         "BOILERBENCH_SERVICE_TOKEN to the service's BOILERBENCH_TOKEN", name)
     if isinstance(answered, str):
         what = f"the {answered!r} service"
     else:

@@ -65,6 +65,7 @@ class WarcJob:
     url: str | None = None
     time_limit_s: float = 10.0
     shard_rows: int = 10_000
+    token: str | None = field(default=None, repr=False)  # the service's bearer token
 
 
 @dataclass
@@ -373,7 +374,8 @@ async def _run_local(job: WarcJob, pages: Iterator[WarcPage], write: Callable[[R
         await pool.start()
         extract = _pool_extract(job, pool)
     else:
-        client = httpx.AsyncClient(timeout=job.time_limit_s + 30.0)
+        client = httpx.AsyncClient(timeout=job.time_limit_s + 30.0, headers=(
+            {"authorization": f"Bearer {job.token}"} if job.token else None))
         extract = _http_extract(job, client)
     slots = asyncio.Semaphore(job.workers)
     running: set[asyncio.Task[None]] = set()

@@ -411,6 +411,34 @@ def test_extract_finds_the_service_of_a_port_base_stack(monkeypatch: pytest.Monk
     assert by_flag.stdout == by_env.stdout == in_process.stdout
 
 
+def test_extract_sends_the_token_a_service_asks_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service started with BOILERBENCH_TOKEN answers `extract --token` (or the
+    BOILERBENCH_SERVICE_TOKEN that `run` reads); without it the refusal says why."""
+    from shared.service import create_service_app
+    from shared.settings import ServiceSettings
+
+    page = str(sorted((SAMPLE / "html").glob("*.html"))[0])
+    runner = CliRunner()
+    settings = ServiceSettings(token="sekret")
+    with serve_app(create_service_app(SERVICES["bte"].algorithm(), settings)) as url:
+        port_base = int(url.rsplit(":", 1)[1]) - (SERVICES["bte"].port - DEFAULT_PORT_BASE)
+        refused = runner.invoke(app, ["extract", page, "--service", "bte", "--url", url])
+        unasked = runner.invoke(app, ["extract", page, "--service", "bte",
+                                      "--port-base", str(port_base)], terminal_width=200)
+        by_flag = runner.invoke(app, ["extract", page, "--service", "bte", "--url", url,
+                                      "--token", "sekret"])
+        monkeypatch.setenv("BOILERBENCH_SERVICE_TOKEN", "sekret")
+        by_env = runner.invoke(app, ["extract", page, "--service", "bte",
+                                     "--port-base", str(port_base)])
+    assert refused.exit_code == 1
+    assert "HTTP 401" in refused.output
+    assert unasked.exit_code == 1
+    assert "asks for a bearer token (none was given)" in " ".join(unasked.output.split())
+    assert by_flag.exit_code == by_env.exit_code == 0, by_flag.output
+    assert by_flag.stdout == by_env.stdout
+    assert len(by_flag.stdout.split()) > 50
+
+
 def test_extract_says_what_is_wrong_with_the_page_named(tmp_path: Path) -> None:
     runner = CliRunner()
     cases = {"no such file: ": [str(tmp_path / "missing.html")],
@@ -418,6 +446,7 @@ def test_extract_says_what_is_wrong_with_the_page_named(tmp_path: Path) -> None:
              "not 2": [str(tmp_path / "a.html"), str(tmp_path / "b.html")],
              "go with --warc": [str(tmp_path / "a.html"), "--out", "text.jsonl"],
              "not an http(s) URL": [str(tmp_path / "a.html"), "--url", "localhost:8003"],
+             "does not go with --in-process": [str(tmp_path / "a.html"), "--port-base", "9001"],
              "Extra inputs are not permitted": [str(tmp_path / "a.html"), "--options",
                                                 '{"nope": 1}']}
     for message, names in cases.items():
