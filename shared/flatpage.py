@@ -58,6 +58,15 @@ _NESTING_TAG = re.compile(
     r"|h[1-6]|pre|listing|dialog|search)[\s/>]",
     re.IGNORECASE,
 )
+# In any letter case (a regex scan is also quicker than str.count on non-ASCII pages).
+_OPTION_TAG = re.compile("<option", re.IGNORECASE)
+# What the nesting count skips: comments and the text of raw-text elements, where an
+# end tag is only text (a comment full of </div> would hide the real depth).
+_NOT_MARKUP = re.compile(
+    r"<!--.*?(?:-->|\Z)|<(script|style|textarea|xmp|iframe|noembed|noframes|noscript|title)"
+    r"\b.*?(?:</\1\s*>|\Z)",
+    re.IGNORECASE | re.DOTALL,
+)
 # Pages with fewer tags than this cannot nest deeply enough to be slow in lexbor.
 _FEW_TAGS = 8000
 # Nor can fewer than this be slow at all: lexbor's time grows with the square of a
@@ -198,12 +207,12 @@ def _slow_for_lexbor(html: str) -> bool:
     tags = html.count("<")
     if tags < _HARMLESS_TAGS:
         return False
-    if html.count("<option") + html.count("<OPTION") > _MAX_LEXBOR_OPTIONS:
+    if len(_OPTION_TAG.findall(html)) > _MAX_LEXBOR_OPTIONS:
         return True
     if tags < _FEW_TAGS:
         return False
     depth = deepest = 0
-    for closing in _NESTING_TAG.findall(html):
+    for closing in _NESTING_TAG.findall(_NOT_MARKUP.sub("", html)):
         depth += -1 if closing else 1
         deepest = max(deepest, depth)
     return deepest > _MAX_LEXBOR_DEPTH

@@ -351,3 +351,79 @@ def test_info_gives_the_models_held_out_figures() -> None:
     assert all(value is not None for value in figures.values()), figures
     assert figures["mean"] == pytest.approx(fmean(figures["default_members"].values()),
                                             abs=1e-4)
+
+
+def test_members_are_not_run_here_on_pages_parsers_take_long_on() -> None:
+    """A member started in this process cannot be stopped: on a page lexbor would take
+    quadratic time on (here 20,000 nested <div>s) every in-process member is missing
+    with the reason, and the page is answered from its own features."""
+    page = "<html><body>" + "<div>" * 20_000 + "<p>The deep text.</p>" + "</div>" * 20_000
+    reply = ALGORITHM.run(page, EnsembleOptions(), None)
+    details = reply.details or {}
+    assert details["fallback"] is True
+    assert set(details["members_missing"]) == set(default_model().default_members)
+    assert all("nested too deeply" in why for why in details["members_missing"].values())
+    assert "The deep text." in reply.text
+
+
+class _Trickle(_Member):
+    """Sends its head at once, then its body a byte every 0.2 s (20 s in all)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", "100")
+        self.end_headers()
+        try:
+            for _ in range(100):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.2)
+        except OSError:  # the ensemble hung up: what it should do
+            pass
+
+
+class _Flood(_Member):
+    """Announces a 3 GiB reply, or (chunked) streams one without announcing it."""
+
+    chunked = False
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        if self.chunked:
+            self.send_header("transfer-encoding", "chunked")
+        else:
+            self.send_header("content-length", str(3 * 1024 ** 3))
+        self.end_headers()
+        try:
+            for _ in range(200):
+                chunk = b"x" * 1024
+                self.wfile.write(b"400\r\n" + chunk + b"\r\n" if self.chunked else chunk)
+        except OSError:
+            pass
+
+
+def test_a_member_that_sends_slowly_or_too_much_is_missing_by_its_time_limit() -> None:
+    """The time limit bounds the whole reply, not each wait for a byte; a reply larger
+    than the limit is not read into memory; a URL with a port that is not a number is a
+    missing member, not a failed page."""
+    class Chunked(_Flood):
+        chunked = True
+
+    with _members(_Trickle, _Flood, Chunked) as urls:
+        started = time.perf_counter()
+        slow = HttpMembers({"a": urls[0]}, time_limit_s=1.0).send(["a"], "x", None).collect()
+        waited = time.perf_counter() - started
+        assert slow["a"].text is None
+        assert waited < 5.0, waited  # the trickle would take 20 s
+        members = HttpMembers({"b": urls[1], "c": urls[2]}, time_limit_s=5.0,
+                              max_reply_bytes=64 * 1024)
+        large = members.send(["b", "c"], "x", None).collect()
+    assert all(large[m].error == "the reply passes 65536 bytes" for m in "bc"), large
+    bad = HttpMembers({"a": "http://127.0.0.1:notaport"}, time_limit_s=1.0)
+    answer = bad.send(["a"], "x", None).collect()["a"]
+    assert answer.text is None
+    assert "ValueError" in str(answer.error)

@@ -163,6 +163,18 @@ def test_deep_nesting_goes_to_lxml() -> None:
     assert not _slow_for_lexbor("<p>text</p>" * 1500)  # few tags: not even counted
 
 
+def test_markup_that_hides_slow_pages_does_not_keep_them_from_lxml() -> None:
+    """Options in any letter case count; end tags in a comment or a script are text, and
+    do not take from the depth of the elements around them."""
+    assert _slow_for_lexbor("<select>" + "<Option>choice" * 2500 + "</select>")
+    hidden_in_comment = "<body><!-- " + "</div>" * 9000 + " -->" + "<div>" * 9000 + "x"
+    assert _slow_for_lexbor(hidden_in_comment)
+    hidden_in_script = "<div><script>'</div>'</script>" * 9000 + "x"
+    assert _slow_for_lexbor(hidden_in_script)
+    commented_out = "<!-- " + "<div>" * 9000 + " -->" + "<p>x</p>" * 9000
+    assert not _slow_for_lexbor(commented_out)
+
+
 def test_paths_of_very_deep_elements_are_left_out() -> None:
     """A path 50,000 steps long would outweigh the text: elements deeper than
     MAX_PATH_DEPTH get None, the others their path."""

@@ -80,7 +80,7 @@ def http_members() -> HttpMembers | None:
             if name in default_model().members}
     if not urls:
         return None
-    return HttpMembers(urls, member_time_limit(), settings.token)
+    return HttpMembers(urls, member_time_limit(), settings.token, settings.max_reply_bytes)
 
 
 def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extraction:
@@ -93,13 +93,18 @@ def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extr
     page = page_features(html)  # while the members over HTTP work
     answers: dict[str, MemberAnswer] = {}
     budget_end = started + member_time_limit()
-    huge = len(page.blocks) > MAX_BLOCKS or sum(map(len, page.tokens)) > MAX_WORDS
+    # Each member parses the page again, and one started here cannot be stopped: a page
+    # too large, or one that lexbor would take quadratic time on (parsed by lxml here,
+    # shared.flatpage), would spend the service's time limit inside one member.
+    unsafe = ("the page is too large to run members in this process"
+              if len(page.blocks) > MAX_BLOCKS or sum(map(len, page.tokens)) > MAX_WORDS
+              else "the page is nested too deeply (or has too many <option>s) to run members "
+              "in this process" if page.tree != "html5" else None)
     for name in names:
         if name in remote:
             continue
-        if huge:  # each member would parse it again: the time limit would run out
-            answers[name] = MemberAnswer(name, None, None, error="the page is too large "
-                                         "to run members in this process")
+        if unsafe:
+            answers[name] = MemberAnswer(name, None, None, error=unsafe)
         elif time.perf_counter() > budget_end:
             answers[name] = MemberAnswer(name, None, None, error="the page's time for "
                                          "members in this process was spent")

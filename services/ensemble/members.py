@@ -15,6 +15,7 @@ second parse and alignment stay off the page's critical path.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.client
 import select
@@ -115,9 +116,10 @@ class HttpMembers:
     while the features are computed and send its request late."""
 
     def __init__(self, urls: Mapping[str, str], time_limit_s: float,
-                 token: str | None = None) -> None:
+                 token: str | None = None, max_reply_bytes: int = 64 * 1024 * 1024) -> None:
         self.urls = dict(urls)
         self.time_limit_s = time_limit_s
+        self.max_reply_bytes = max_reply_bytes
         self.headers = {"content-type": "application/json",
                         **({"authorization": f"Bearer {token}"} if token else {})}
         self._local = threading.local()
@@ -165,8 +167,8 @@ class HttpMembers:
             body = text_only if is_text_peer(name) else plain
             try:
                 self._write(name, body, deadline)
-            except (OSError, http.client.HTTPException) as exc:
-                self._drop(name)
+            except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError:
+                self._drop(name)  # a URL whose port is not a number
                 failed[name] = _failed(name, exc)
                 continue
             sent[name] = body
@@ -194,6 +196,10 @@ class HttpMembers:
             answer = self._read(name, deadline, plain)
         return answer
 
+    def _late(self, name: str) -> MemberAnswer:
+        return MemberAnswer(name, None, None, error=f"timed out: no whole reply within the "
+                            f"members' time limit of {self.time_limit_s:g} s")
+
     def _read(self, name: str, deadline: float, body: bytes) -> MemberAnswer:
         for attempt in range(2):
             conn = self._connections()[name]
@@ -201,10 +207,18 @@ class HttpMembers:
                 if conn.sock is not None:
                     conn.sock.settimeout(max(deadline - time.perf_counter(), 1e-3))
                 reply = conn.getresponse()
-                content = reply.read()
+                if (reply.length or 0) > self.max_reply_bytes:
+                    self._drop(name)
+                    return _too_large(name, self.max_reply_bytes)
+                content = reply.read(self.max_reply_bytes + 1)
+                if len(content) > self.max_reply_bytes:
+                    self._drop(name)
+                    return _too_large(name, self.max_reply_bytes)
                 break
             except (http.client.RemoteDisconnected, ConnectionResetError) as exc:
                 self._drop(name)
+                if time.perf_counter() >= deadline:  # cut off by collect()
+                    return self._late(name)
                 if attempt:
                     return _failed(name, exc)
                 try:
@@ -214,7 +228,7 @@ class HttpMembers:
                     return _failed(name, again)
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(name)  # half-read or timed out: the connection is unusable
-                return _failed(name, exc)
+                return self._late(name) if time.perf_counter() >= deadline else _failed(name, exc)
         if reply.will_close:
             self._drop(name)
         if reply.status != 200:
@@ -248,11 +262,39 @@ class PendingAnswers:
     plain: bytes
 
     def collect(self) -> dict[str, MemberAnswer]:
-        """Every member's answer: a reply read by the deadline, or why there is none."""
+        """Every member's answer: a reply read by the deadline, or why there is none.
+
+        A socket timeout bounds each wait for bytes, not the whole reply: a member that
+        sends a byte now and then would keep the page past its time limit. At the
+        deadline a timer shuts down the connections still being read, which ends their
+        reads at once (the member is then missing)."""
         answers = dict(self.failed)
-        for name, body in self.sent.items():
-            answers[name] = self.members.read(name, self.deadline, body, self.plain)
+        connections = self.members._connections()
+        unread = {name: conn.sock for name in self.sent
+                  if (conn := connections.get(name)) is not None and conn.sock is not None}
+        guard = threading.Lock()
+
+        def cut_off() -> None:
+            with guard:
+                for sock in unread.values():
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+
+        timer = threading.Timer(max(self.deadline - time.perf_counter(), 0.0), cut_off)
+        timer.daemon = True
+        timer.start()
+        try:
+            for name, body in self.sent.items():
+                answers[name] = self.members.read(name, self.deadline, body, self.plain)
+                with guard:
+                    unread.pop(name, None)
+        finally:
+            timer.cancel()
         return answers
+
+
+def _too_large(name: str, limit: int) -> MemberAnswer:
+    return MemberAnswer(name, None, None, error=f"the reply passes {limit} bytes")
 
 
 def _failed(name: str, exc: BaseException) -> MemberAnswer:
