@@ -73,13 +73,34 @@ _AS_BROWSERS_READ = {"iso8859-1": "cp1252", "ascii": "cp1252", "iso8859-9": "cp1
                      "utf-16-le": "utf-8", "utf-16-be": "utf-8"}
 
 
+# The encodings of the WHATWG Encoding Standard, by Python's codec names (what a label
+# becomes after _AS_BROWSERS_READ). Python knows more codecs (utf-7, rot13, base64,
+# undefined, ...): browsers know no such label and neither do we.
+_BROWSER_ENCODINGS = frozenset({
+    "utf-8", "cp866", *(f"iso8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)),
+    "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic", "cp874",
+    *(f"cp{n}" for n in range(1250, 1259)), "gbk", "gb2312", "gb18030", "big5", "big5hkscs",
+    "euc_jp", "iso2022_jp", "shift_jis", "cp932", "euc_kr", "cp949",
+})
+
+
+# Labels of the Encoding Standard that Python's codec registry does not know.
+_LABELS_PYTHON_LACKS = {"windows-874": "cp874", "x-mac-cyrillic": "mac-cyrillic",
+                        "x-mac-ukrainian": "mac-cyrillic", "windows-31j": "cp932",
+                        "windows-949": "cp949", "x-sjis": "shift_jis", "x-euc-jp": "euc_jp",
+                        "x-gbk": "gbk", **{f"x-cp{n}": f"cp{n}" for n in range(1250, 1258)}}
+
+
 def browser_codec(label: str) -> str | None:
-    """Python's codec for an encoding label as browsers read it; None if unknown."""
+    """Python's codec for an encoding label as browsers read it; None for a label
+    that names no encoding of the Encoding Standard (a browser ignores it too)."""
+    label = label.strip().lower()
     try:
-        codec = codecs.lookup(label.strip()).name
+        codec = codecs.lookup(_LABELS_PYTHON_LACKS.get(label, label)).name
     except LookupError:
         return None
-    return _AS_BROWSERS_READ.get(codec, codec)
+    codec = _AS_BROWSERS_READ.get(codec, codec)
+    return codec if codec in _BROWSER_ENCODINGS else None
 
 
 # The charset parameter of a Content-Type (RFC 9110, 8.3.2), quoted or not.
@@ -148,7 +169,7 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
             break
     transport = browser_codec(charset) if text is None and charset else None
     if transport is not None:
-        with contextlib.suppress(UnicodeDecodeError):
+        with contextlib.suppress(UnicodeError):
             text = data.decode(transport)
     if text is None:
         utf16 = _utf16_without_bom(data)
@@ -157,7 +178,7 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
             try:
                 text = data.decode(encoding)
                 break
-            except (UnicodeDecodeError, LookupError):
+            except (UnicodeError, LookupError):
                 continue
     if text is None and _latin_script(data):
         text = data.decode("cp1252", errors="replace")  # 5 bytes it leaves undefined

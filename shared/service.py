@@ -91,8 +91,11 @@ def check_authorization(given: str, token: str | None) -> None:
     if token is None:
         return
     scheme, _, credentials = given.strip().partition(" ")
-    if not (scheme.lower() == "bearer"
-            and hmac.compare_digest(credentials.strip().encode(), token.encode())):
+    try:  # the header's own bytes (ASGI servers hand them over as latin-1)
+        sent = credentials.strip().encode("latin-1")
+    except UnicodeEncodeError:
+        sent = credentials.strip().encode()
+    if not (scheme.lower() == "bearer" and hmac.compare_digest(sent, token.encode())):
         raise ServiceError(401, "unauthorized", "a valid bearer token is required",
                            {"www-authenticate": "Bearer"})
 

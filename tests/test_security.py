@@ -144,6 +144,17 @@ def test_service_token_on_every_endpoint_but_health(name: str,
     assert_error(replies[8], 401)
 
 
+def test_a_token_beyond_ascii_is_taken_as_clients_send_it() -> None:
+    """HTTP clients send a header's text as UTF-8: a token set as "sécret" is the bytes
+    b"s\\xc3\\xa9cret" on the wire, and so is accepted; its latin-1 bytes are another token."""
+    app = create_service_app(SERVICES["bte"].algorithm(), ServiceSettings(token="sécret"))
+    utf8, latin1 = ({"headers": {"authorization": b"Bearer " + "sécret".encode(codec)}}
+                    for codec in ("utf-8", "latin-1"))
+    accepted, refused = _in_process(app, [("GET", "/info", utf8), ("GET", "/info", latin1)])
+    assert accepted.status_code == 200
+    assert_error(refused, 401)
+
+
 def test_other_methods_on_extract_get_405_after_the_token() -> None:
     """/extract takes POST only: the others get a JSON 405 naming it, without reading
     a body, and only once the token is right."""

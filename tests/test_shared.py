@@ -43,6 +43,25 @@ class TestDecoding:
         data = PAGE.replace("<head>", '<head><meta charset="utf-16">').encode("cp1252")
         assert "Grüße aus Zürich – “quoted” café" in decode_html(data)
 
+    @pytest.mark.parametrize("label", ["rot13", "base64", "hex", "undefined", "utf-7"])
+    def test_labels_no_browser_knows_are_passed_over(self, label: str) -> None:
+        """Python's codecs that no browser has: as transport or declared charset they are
+        skipped (a browser would ignore them), never applied or fatal."""
+        data = PAGE.replace("<head>", f'<head><meta charset="{label}">').encode("cp1252")
+        assert "Grüße aus Zürich – “quoted” café" in decode_html(data)
+        hidden = b"+ADw-script+AD4-alert(1)+ADw-/script+AD4-<p>Plain text.</p>"
+        assert decode_html(hidden, label) == hidden.decode()
+
+    @pytest.mark.parametrize(("label", "codec"), [("windows-874", "cp874"),
+                                                  ("x-mac-cyrillic", "mac-cyrillic"),
+                                                  ("Windows-31J", "cp932"),
+                                                  ("x-cp1251", "cp1251")])
+    def test_labels_python_lacks_read_as_browsers_read_them(self, label: str,
+                                                            codec: str) -> None:
+        from shared.decoding import browser_codec
+
+        assert browser_codec(label) == codec
+
     def test_utf8_page_with_stray_windows_1252_bytes(self) -> None:
         data = (PAGE.replace("</body>", "").encode()
                 + b"<p>It\x92s a \x93quoted\x94 phrase.</p></body></html>")
