@@ -200,3 +200,28 @@ def test_peers_are_algorithms() -> None:
     for algorithm in PEERS.values():
         assert isinstance(algorithm, Algorithm)
         assert algorithm.info().options_schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(("name", "options"), [
+    ("trafilatura", {"prune_xpath": ["//p[["]}),
+    ("resiliparse", {"skip_elements": ["nav", "p[["]}),
+])
+def test_an_expression_the_library_cannot_parse_is_refused(name: str,
+                                                           options: dict[str, object]) -> None:
+    """A malformed XPath or CSS selector is the caller's error (invalid options), not a
+    page with nothing in it; well-formed ones are applied."""
+    import json
+
+    from shared.answer import answer_page
+    from shared.registry import SERVICES
+
+    algorithm = SERVICES[name].algorithm()
+    page = "<html><body><nav>Menu</nav><p>" + "Plain words of the article. " * 20 + "</p>"
+    refused = answer_page(algorithm, json.dumps({"html": page, "options": options}).encode(),
+                          {}, "application/json")
+    assert str(refused.get("error", "")).startswith("invalid_options"), refused
+    fine = {"prune_xpath": ["//nav"]} if name == "trafilatura" else {"skip_elements": ["nav"]}
+    kept = answer_page(algorithm, json.dumps({"html": page, "options": fine}).encode(), {},
+                       "application/json")
+    assert "Plain words of the article." in str(kept["text"])
+    assert "Menu" not in str(kept["text"])

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from importlib.metadata import version
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from resiliparse.extract.html2text import extract_plain_text
+from resiliparse.parse.html import CSSParserException, HTMLTree
 
 from shared.blockmap import SUPPORT_SCORE, TextPeerOptions, text_extraction
 from shared.contract import Algorithm, Extraction
@@ -41,6 +42,20 @@ class ResiliparseOptions(TextPeerOptions):
                                   "with hidden class names in main-content mode.")
     skip_elements: list[str] | None = Field(
         None, description="CSS selectors of elements to skip.")
+
+    @field_validator("skip_elements")
+    @classmethod
+    def _valid_selectors(cls, selectors: list[str] | None) -> list[str] | None:
+        """A selector lexbor cannot parse is the caller's error (422), not a page with
+        nothing to extract (extract_plain_text joins them with commas: each must parse)."""
+        body = HTMLTree.parse("<p></p>").body
+        for selector in selectors or []:
+            try:
+                if body is not None:
+                    body.query_selector_all(selector)
+            except CSSParserException as exc:
+                raise ValueError(f"not a CSS selector: {selector!r} ({exc})") from None
+        return selectors
 
 
 def run_resiliparse(html: str, options: ResiliparseOptions) -> str:

@@ -18,9 +18,10 @@ from __future__ import annotations
 import logging
 from importlib.metadata import version
 
+import lxml.etree
 import lxml.html
 import trafilatura
-from pydantic import Field
+from pydantic import Field, field_validator
 from trafilatura.deduplication import LRUCache
 
 from shared.blockmap import SUPPORT_SCORE, TextPeerOptions, text_extraction
@@ -49,6 +50,18 @@ class TrafilaturaOptions(TextPeerOptions):
     shared_parser: bool = Field(
         False, description="Not trafilatura's: give it the tree of our shared parser instead of "
         "the page text, skipping its loader's is-this-HTML check.")
+
+    @field_validator("prune_xpath")
+    @classmethod
+    def _valid_xpath(cls, expressions: list[str] | None) -> list[str] | None:
+        """An expression libxml2 cannot compile is the caller's error (422), not a page
+        with nothing to extract."""
+        for expression in expressions or []:
+            try:
+                lxml.etree.XPath(expression)
+            except lxml.etree.XPathSyntaxError as exc:
+                raise ValueError(f"not an XPath expression: {expression!r} ({exc})") from None
+        return expressions
 
 
 def run_trafilatura(tree_or_html: lxml.html.HtmlElement | str, options: TrafilaturaOptions,
