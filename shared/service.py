@@ -105,7 +105,33 @@ OPEN_PATHS = frozenset({"/health"})
 
 
 class ClientGoneError(Exception):
-    """The client went away before its request body arrived."""
+    """The client went away before its request was answered."""
+
+
+async def unless_client_leaves(work: Awaitable[bytes], receive: Receive) -> bytes:
+    """`work`'s result, or ClientGoneError (and `work` cancelled: its worker is
+    replaced, shared.workers) as soon as the client hangs up: nobody would read the
+    reply, and the worker is free for the requests waiting."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise ClientGoneError
+    finally:
+        watcher.cancel()
+        if not task.done():  # this request itself was cancelled
+            task.cancel()
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns when the ASGI server says the client left (the body was read before)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def asgi_body_chunks(receive: Receive) -> AsyncIterator[bytes]:
@@ -238,7 +264,8 @@ class ExtractEndpoint:
                                       self.settings.max_body_bytes)
             query = dict(parse_qsl(scope["query_string"].decode("latin-1"),
                                    keep_blank_values=True))
-            reply = await self.reply(body, header(scope, b"content-type"), query, started)
+            reply = await unless_client_leaves(
+                self.reply(body, header(scope, b"content-type"), query, started), receive)
         except ClientGoneError:
             return
         except ServiceError as exc:

@@ -208,3 +208,20 @@ def test_the_api_has_the_same_limits(tmp_path: Path) -> None:
         reply = httpx.get(f"{url}/runs", headers={"x-filler": "a" * 20_000})
         assert reply.status_code == 431
         assert httpx.get(f"{url}/health").status_code == 200
+
+
+def test_a_request_whose_client_left_frees_its_worker() -> None:
+    """A client that hangs up while its page is being extracted (here one that would
+    take a minute) leaves no worker busy for nobody: the next request is answered
+    without waiting for the abandoned one's time limit."""
+    settings = {"BOILERBENCH_WORKERS": "1", "BOILERBENCH_TIME_LIMIT_S": "60",
+                "BOILERBENCH_QUEUE_WAIT_S": "60"}
+    with serve_process(APP, settings) as (url, _):
+        body = b'{"html": "<p>hang</p>"}'
+        with socket.create_connection(_address(url)) as sock:
+            sock.sendall(b"POST /extract HTTP/1.1\r\nhost: x\r\ncontent-type: application/json"
+                         b"\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            time.sleep(0.5)  # the worker has the page now
+        reply = httpx.post(f"{url}/extract", json={"html": "<p>next page</p>"}, timeout=20)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["text"] == "<p>next page</p>"
