@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import resource
 import socket
 from collections.abc import Callable
@@ -118,6 +119,13 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
             super().on_message_complete()
             self._incomplete = False
             self._disarm()
+
+        def send_400_response(self, msg: str) -> None:
+            """A request the HTTP parser cannot read (a bad Content-Length, chunk or
+            method, ...) gets the contract's JSON error, not uvicorn's plain text."""
+            reason = re.sub(r"[^A-Za-z0-9 .,:-]", "", msg).strip().rstrip(".")
+            self._refuse(b"400 Bad Request",
+                         b"the HTTP request is malformed: " + reason.encode("ascii")[:200])
 
         def _refuse_head(self) -> None:
             self._refuse(b"431 Request Header Fields Too Large",

@@ -10,6 +10,7 @@ a page can ask for a second's work or for its worker to die.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import signal
 import socket
@@ -225,3 +226,23 @@ def test_a_request_whose_client_left_frees_its_worker() -> None:
         reply = httpx.post(f"{url}/extract", json={"html": "<p>next page</p>"}, timeout=20)
         assert reply.status_code == 200, reply.text
         assert reply.json()["text"] == "<p>next page</p>"
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"POST /extract HTTP/1.1\r\nhost: x\r\ncontent-length: abc\r\n\r\n",
+    b"POST /extract HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+    b"BREW /extract HTTP/1.1\r\nhost: x\r\n\r\n",
+])
+def test_a_request_the_http_parser_cannot_read_gets_a_json_400(
+        service: tuple[str, int], request_bytes: bytes) -> None:
+    url, _ = service
+    with socket.create_connection(_address(url)) as sock:
+        sock.sendall(request_bytes)
+        reply = _read_reply(sock)
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), reply[:300]
+    assert b"content-type: application/json" in head.lower()
+    error = json.loads(body)
+    assert error["error"] == "bad_request"
+    assert error["detail"].startswith("the HTTP request is malformed")
+    assert httpx.get(f"{url}/health", timeout=10).status_code == 200
