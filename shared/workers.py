@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import logging
 import os
 import pickle
 import signal
@@ -40,7 +41,6 @@ import struct
 import subprocess
 import sys
 import time
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -115,8 +115,10 @@ def _answer(algorithm: Algorithm, head: bytes, body: bytes, content_type: str,
     except MemoryError:
         return ("error", 422, "extraction_failed", "the extractor ran out of memory"), b""
     except Exception as exc:  # the worker survives any extractor bug
-        detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
-        return ("error", 422, "extraction_failed", detail), b""
+        # The traceback (server paths, code) goes to the service's log, not to clients.
+        logging.getLogger("boilerbench.worker").error("%s failed on a page", algorithm.name,
+                                                      exc_info=True)
+        return ("error", 422, "extraction_failed", f"{type(exc).__name__}: {exc}"), b""
     return ("ok", (time.perf_counter() - started) * 1000), reply
 
 

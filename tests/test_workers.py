@@ -101,6 +101,8 @@ def test_refusals_come_back_as_error_replies(body: bytes, content_type: str, sta
         with pytest.raises(ServiceError) as refused:
             await pool.run(body, content_type, {}, 10)
         assert (refused.value.status, refused.value.error) == (status, error)
+        if error == "extraction_failed":  # the bug's name and message; its traceback is logged
+            assert refused.value.detail == "RuntimeError: a bug in the extractor"
         # The same worker answers the next request.
         assert reply_of((await pool.run(b"<p>fine</p>", "text/html", {}, 10)).partial_reply)
 
