@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -224,7 +225,7 @@ class Renderer:
             context.set_default_timeout(timeout_s * 1000)
             context.route("**/*", _refuse)
             page = context.new_page()
-            page.set_content(html, wait_until="load")
+            page.set_content(_without_refresh(html), wait_until="load")
             measured: dict[str, Any] = page.evaluate(_MEASURE)
         finally:
             with contextlib.suppress(Exception):  # a browser that died: nothing to close
@@ -243,6 +244,17 @@ class Renderer:
             with contextlib.suppress(Exception):
                 self._playwright.stop()
         self._browser = self._playwright = None
+
+
+# <meta http-equiv="refresh">: a refresh to the same document reloads about:blank
+# (nothing to route) and destroys the page being measured. Renamed, it is still a
+# <meta> in its place, so the elements' paths stay those of the page.
+_META_REFRESH = re.compile(r"""(<meta\b[^>]*?\bhttp-equiv\s*=\s*["']?\s*)refresh""",
+                           re.IGNORECASE)
+
+
+def _without_refresh(html: str) -> str:
+    return _META_REFRESH.sub(r"\1x-refresh", html)
 
 
 def _refuse(route: Route) -> None:

@@ -108,9 +108,12 @@ def test_layout_boxes_are_keyed_like_the_blocks() -> None:
     assert {block.path for block in blocks} <= boxes.keys()
 
 
-def test_a_page_that_navigates_away_is_measured_where_it_is() -> None:
-    boxes = layout('<meta http-equiv="refresh" content="0; url=http://example.com/next">'
-                   f"<body>{STORY}</body>").boxes
+@pytest.mark.parametrize("refresh", ['content="0; url=http://example.com/next"',
+                                     'content="0"', "content='0;url=about:blank'"])
+def test_a_page_that_navigates_away_is_measured_where_it_is(refresh: str) -> None:
+    """A refresh elsewhere, or to the page itself (which would reload the document
+    being measured), leaves the page where it is, its <meta> in its place."""
+    boxes = layout(f'<meta HTTP-EQUIV="Refresh" {refresh}><body>{STORY}</body>').boxes
     assert boxes["/html/body/p"].rendered
     assert "/html/head/meta" in boxes
 
