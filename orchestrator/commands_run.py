@@ -63,6 +63,12 @@ if not out.is_terminal:  # logs and pipes: keep the results table readable
 
 app = typer.Typer()
 datasets_app = typer.Typer(help="Fetch public test sets.", no_args_is_help=True)
+def _default(field: str) -> Any:
+    """A run setting's default, for the help (the configuration file and BOILERBENCH_*
+    variables may set another)."""
+    return RunConfig.model_fields[field].default
+
+
 runs_app = typer.Typer(help="Runs recorded in the store.", no_args_is_help=True)
 
 
@@ -113,14 +119,16 @@ def run(
              "`boilerbench up --port-base N` gave them (BOILERBENCH_PORT_BASE).")] = None,
     in_process: Annotated[bool, typer.Option(
         "--in-process", "--embedded", help="Run the extractors without HTTP.")] = False,
-    concurrency: Annotated[int | None, typer.Option(help="Requests in flight per service.")
-                           ] = None,
-    workers: Annotated[int | None, typer.Option(help="Processes of the in-process pool.")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        help=f"Requests in flight per service (default {_default('concurrency')}).")] = None,
+    workers: Annotated[int | None, typer.Option(
+        help=f"Processes of the in-process pool (default {_default('workers')}).")] = None,
     scoring_processes: Annotated[int | None, typer.Option(
         help="Processes that score the results (default: the cores, up to 8).")] = None,
-    timeout: Annotated[float | None, typer.Option(help="Seconds per request.")] = None,
-    retries: Annotated[int | None, typer.Option(help="Retries on connection errors/5xx.")
-                       ] = None,
+    timeout: Annotated[float | None, typer.Option(
+        help=f"Seconds per request (default {_default('timeout_s'):g}).")] = None,
+    retries: Annotated[int | None, typer.Option(
+        help=f"Retries on connection errors/5xx (default {_default('retries')}).")] = None,
     store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
     resume: Annotated[str | None, typer.Option(help="Resume this unfinished run id.")] = None,
     predictions: Annotated[Path | None, typer.Option(
