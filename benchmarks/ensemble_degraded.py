@@ -68,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     frontier = model.metadata["evaluation"]["frontier"]
     last_two = [step["dropped"] for step in frontier[-2:]]
     stop = args.stop.split(",") if args.stop else last_two
+    if not set(stop) <= set(members):  # a round that stops nothing would read as one that did
+        parser.error(f"--stop names {sorted(set(stop) - set(members))}, which are not among "
+                     f"the members started ({', '.join(members)})")
     ports = {name: free_port() for name in [*members, "ensemble"]}
     urls = {name: f"http://127.0.0.1:{ports[name]}" for name in members}
     stack = LocalStack([*members, "ensemble"], ports=ports,
@@ -90,7 +93,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     lines = ["# Ensemble with members down (over HTTP)", "",
              f"{date}; `python benchmarks/ensemble_degraded.py "
              f"{' '.join(sys.argv[1:] if argv is None else argv)}`; {len(pages)} pages of "
-             f"{args.dataset}; members asked: {', '.join(members)}.", "",
+             f"{args.dataset}; members asked: {', '.join(members)}."
+             + (f" In-sample: the combiner was trained on {args.dataset}; the figures "
+                "compare the rounds with each other, not with held-out ones."
+                if args.dataset in model.metadata.get("trained_on", []) else ""), "",
              "| round | replies by status | word F1 (bag of words, mean per page) | "
              "fallback replies |", "|---|---|---:|---:|"]
     for name, result in rounds.items():

@@ -73,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
-    folders = [require_dataset(name.strip()) for name in args.datasets.split(",")]
+    names = [name.strip() for name in args.datasets.split(",") if name.strip()]
+    if len(set(names)) < 2:  # before any page is laid out
+        parser.error("leave-one-dataset-out needs at least two --datasets")
+    folders = [require_dataset(name) for name in names]
     start, load_start = time.perf_counter(), os.getloadavg()
     pages, _ = load_datasets(folders, visual_blocks, "blocks", args.limit, args.processes)
     loaded = time.perf_counter() - start

@@ -30,7 +30,9 @@ rerun only computes what changed.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
+import importlib.metadata
 import json
 import multiprocessing
 import sys
@@ -173,18 +175,44 @@ def dataset_tasks(name: str, services: tuple[str, ...], limit: int | None,
     return tasks[:limit] if limit else tasks
 
 
-def code_hash(target: str) -> str:
-    """A hash of everything a target's results depend on in this repository
-    (shared.registry.code_digest: its service's code and model files and shared/)."""
+def code_hash(target: str, dataset: str) -> str:
+    """A hash of everything a target's cached results depend on: its service's code and
+    model files and shared/ (shared.registry.code_digest), the scoring (orchestrator/)
+    and this script, the installed libraries' versions, and the dataset's files."""
     name = parse_target(target)[0]
     digest = hashlib.sha256(target.encode())
     digest.update(code_digest(None if name == BASELINE else name).encode())
+    digest.update(_scoring_and_libraries())
+    digest.update(_dataset_files(dataset))
     return digest.hexdigest()[:20]
+
+
+@functools.cache
+def _scoring_and_libraries() -> bytes:
+    digest = hashlib.sha256()
+    for path in sorted([*(REPO / "orchestrator").glob("*.py"), Path(__file__),
+                        REPO / "benchmarks" / "common.py"]):
+        digest.update(path.read_bytes())
+    for dist in sorted(f"{d.metadata['Name']}=={d.version}"
+                       for d in importlib.metadata.distributions()):
+        digest.update(dist.encode())
+    return digest.digest()
+
+
+@functools.cache
+def _dataset_files(dataset: str) -> bytes:
+    """The dataset's files by name, size and modification time (not read: cheap)."""
+    digest = hashlib.sha256()
+    for path in sorted(require_dataset(dataset).rglob("*")):
+        if path.is_file():
+            stat = path.stat()
+            digest.update(f"{path.name} {stat.st_size} {stat.st_mtime_ns}\n".encode())
+    return digest.digest()
 
 
 def cache_file(cache: Path, target: str, dataset: str, limit: int | None) -> Path:
     safe = target.replace(":", "_").replace("=", "-").replace("/", "_")
-    return cache / f"{safe}--{dataset}--{limit or 'all'}--{code_hash(target)}.json"
+    return cache / f"{safe}--{dataset}--{limit or 'all'}--{code_hash(target, dataset)}.json"
 
 
 def _f(value: float | None) -> str:
@@ -207,8 +235,8 @@ def learned_rows(targets: list[str]) -> tuple[dict[str, dict[str, float]], dict[
     return rows, trained
 
 
-def headline(summary: Summary, datasets: list[str], lodo: dict[str, dict[str, float]],
-             trained: dict[str, set[str]]) -> list[str]:
+def headline(summary: Summary, datasets: list[str], lodo: dict[str, dict[str, float]]
+             ) -> list[str]:
     """One row per service and mode (and per learned service's leave-one-dataset-out
     figures), one column per dataset: mean per-page bag-of-words word F1."""
     figures: dict[str, dict[str, float | None]] = {}
@@ -227,18 +255,19 @@ def headline(summary: Summary, datasets: list[str], lodo: dict[str, dict[str, fl
     lines = ["| service | " + " | ".join(datasets) + " | mean |",
              "|---|" + "---:|" * (len(datasets) + 1)]
     for name in sorted(figures, key=lambda n: -(mean(figures[n]) or 0.0)):
+        # In-sample: a model trained on the dataset, as the detail table marks it.
+        service, options = parse_target(name) if name not in lodo else ("", {})
         cells = []
         for d in datasets:
-            value = figures[name].get(d)
-            mark = "*" if d in trained.get(name, set()) else ""
-            cells.append(_f(value) + mark)
+            mark = "*" if service and in_sample(service, d, options) else ""
+            cells.append(_f(figures[name].get(d)) + mark)
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {_f(mean(figures[name]))} |")
     return lines
 
 
 def markdown(summary: Summary, missing: dict[str, str], command: str, seconds: float,
              datasets: list[str], lodo: dict[str, dict[str, float]],
-             trained: dict[str, set[str]]) -> str:
+             limit: int | None = None) -> str:
     lines = ["# Extraction quality", "",
              f"Command: `{command}` ({seconds:.0f} s wall time for what was not cached).", "",
              "Mean per-page bag-of-words word F1, every service in-process with default "
@@ -246,8 +275,11 @@ def markdown(summary: Summary, missing: dict[str, str], command: str, seconds: f
              "is its honest figure: each dataset scored by a model trained on the other "
              "datasets (from its model file's metadata). `*` marks an in-sample figure "
              "(the shipped model was trained on that dataset). `visible-text` is the "
-             "all-visible-text baseline.", "",
-             *headline(summary, datasets, lodo, trained), "",
+             "all-visible-text baseline."
+             + (f" With --limit {limit} the in-process rows are over each dataset's first "
+                f"{limit} pages; the leave-one-dataset-out rows are over every page."
+                if limit and lodo else ""), "",
+             *headline(summary, datasets, lodo), "",
              "## Detail", "",
              "Means over pages of per-page word figures; alignment = LCS of extracted and gold "
              "tokens, bag = multiset intersection. Errors count as empty output; pages a "
@@ -343,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     command = command_line(__file__, argv)
     lodo, trained = learned_rows(services)
     write_results(args.out, "quality",
-                  markdown(summary, missing, command, seconds, datasets, lodo, trained), {
+                  markdown(summary, missing, command, seconds, datasets, lodo, args.limit), {
                       "command": command, "seconds": round(seconds, 1), "missing": missing,
                       "leave_one_dataset_out": lodo,
                       "trained_on": {k: sorted(v) for k, v in trained.items()},

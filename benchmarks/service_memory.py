@@ -38,8 +38,16 @@ WARM_UP_PAGES = 20
 
 
 def measure(name: str, pages: list[bytes]) -> dict[str, float]:
-    """Tree RSS in MB of service `name` after WARM_UP_PAGES pages and at its peak."""
-    with LocalStack([name], env={"BOILERBENCH_WORKERS": str(WORKERS)}) as stack:
+    """Tree RSS in MB of service `name` after WARM_UP_PAGES pages and at its peak. A
+    service that asks members (the ensemble) asks them over HTTP, as deployed: they run
+    beside it and only its own tree is measured."""
+    members = list(SERVICES[name].members)
+    ports = {n: free_port() for n in [*members, name]}
+    env = {"BOILERBENCH_WORKERS": str(WORKERS)}
+    if members:
+        env["BOILERBENCH_MEMBER_URLS"] = json.dumps(
+            {m: f"http://127.0.0.1:{ports[m]}" for m in members})
+    with LocalStack([*members, name], ports=ports, env=env) as stack:
         url = stack.urls()[name]
         pid = stack.processes[name].process.pid
         peak = after_warm_up = 0
@@ -95,29 +103,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--services", default=",".join([*SERVICES, "orchestrator"]))
     parser.add_argument("--dataset", default="scrapinghub")
+    parser.add_argument("--out", type=Path, default=RESULTS,
+                        help="Folder of service_memory.json and .md (rows of services not "
+                        "named are kept from the JSON there).")
     args = parser.parse_args()
     folder = require_dataset(args.dataset)
     pages = [p.read_bytes() for p in sorted((folder / "html").glob("*.html"))]
-    path = RESULTS / "service_memory.json"
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "service_memory.json"
     results = json.loads(path.read_text()) if path.exists() else {"services": {}}
+    command = ("python benchmarks/service_memory.py "
+               + (f"--services {args.services} " if args.services != parser.get_default(
+                   "services") else "") + f"--dataset {args.dataset}")
+    machine = (f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+               f"Python {platform.python_version()}")
     for name in args.services.split(","):
         started = time.monotonic()
-        results["services"][name] = measure_orchestrator(folder) if name == "orchestrator" \
+        figures = measure_orchestrator(folder) if name == "orchestrator" \
             else measure(name, pages)
+        # Each row keeps when, where and by which command it was measured.
+        results["services"][name] = {
+            **figures, "measured": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": machine, "command": command}
         print(name, results["services"][name], f"{time.monotonic() - started:.0f} s",
               flush=True)
-    results.update(
-        measured=datetime.now(UTC).isoformat(timespec="seconds"),
-        machine=f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-                f"Python {platform.python_version()}",
-        command="python benchmarks/service_memory.py "
-                + (f"--services {args.services} " if args.services != parser.get_default("services")
-                   else "") + f"--dataset {args.dataset}")
+    for stale in ("measured", "machine", "command"):  # once one header for every row
+        results.pop(stale, None)
     results["services"] = dict(sorted(results["services"].items()))
     path.write_text(json.dumps(results, indent=2) + "\n")
     lines = ["# Service memory", "",
-             f"Measured {results['measured']} on {results['machine']}.",
-             f"Command: `{results['command']}`.", "",
+             "Each row as measured by the command beside it (rows of services not named in "
+             "a run keep their earlier measurement).", "",
              f"The process tree's resident set (uvicorn + {WORKERS} extraction workers) "
              f"after {WARM_UP_PAGES} pages and its peak over all {args.dataset} pages, "
              "sent one at a time as text/html; the orchestrator's row: its API process "
@@ -125,10 +141,12 @@ def main() -> None:
              f"through a run of bte over the {args.dataset} pages "
              "(bte running beside it). deploy/kubernetes takes its memory requests "
              "and limits from these figures.", "",
-             "| service | pages | RSS after warm-up MB | peak RSS MB |", "|---|---:|---:|---:|"]
-    lines += [f"| {n} | {r['pages']} | {r['rss_after_warm_up_mb']} | {r['peak_rss_mb']} |"
-              for n, r in results["services"].items()]
-    (RESULTS / "service_memory.md").write_text("\n".join(lines) + "\n")
+             "| service | pages | RSS after warm-up MB | peak RSS MB | measured | command |",
+             "|---|---:|---:|---:|---|---|"]
+    lines += [f"| {n} | {r['pages']} | {r['rss_after_warm_up_mb']} | {r['peak_rss_mb']} | "
+              f"{r.get('measured', '?')} ({r.get('machine', '?')}) | "
+              f"`{r.get('command', '?')}` |" for n, r in results["services"].items()]
+    (args.out / "service_memory.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -121,11 +121,19 @@ def main() -> None:
                     "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
         "warc": {"records": args.records, "datasets": args.datasets, "bytes": size},
         "best_records_per_s": best,
-        "scaling_2_over_1": {s: round(best[s][MODES[1]] / best[s][MODES[0]], 2)
-                             if best[s][MODES[0]] else None for s in services},
+        # Within each round (the two modes under that round's load), the best of those.
+        "scaling_2_over_1": {s: _best_ratio(rounds, s) for s in services},
         "rounds": rounds,
     }
     write_results(args.out, "warc", render_markdown(results, modes), results)
+
+
+def _best_ratio(rounds: list[dict[str, Any]], service: str) -> float | None:
+    """The highest 2-over-1 ratio of the rounds, each taken within its own round."""
+    ratios = [r["figures"][service][MODES[1]]["records_per_s"]
+              / r["figures"][service][MODES[0]]["records_per_s"]
+              for r in rounds if r["figures"][service][MODES[0]]["records_per_s"]]
+    return round(max(ratios), 2) if ratios else None
 
 
 def render_markdown(results: dict[str, Any], modes: tuple[str, ...]) -> str:
@@ -141,7 +149,8 @@ def render_markdown(results: dict[str, Any], modes: tuple[str, ...]) -> str:
         f"from {results['warc']['datasets']} ({results['warc']['bytes'] / 2**20:.1f} MiB, "
         "gzip per record).", "",
         "Records per second of `boilerbench extract --warc` (rows written between the "
-        "job's 10th and 90th percent; best of the rounds).", "",
+        "job's 10th and 90th percent; best of the rounds; the ratio taken within each round, "
+        "then the best).", "",
         "| service | " + " | ".join(modes) + " | 2 processes / 1 |",
         "|---|" + "---:|" * (len(modes) + 1),
     ]

@@ -427,3 +427,18 @@ def test_a_member_that_sends_slowly_or_too_much_is_missing_by_its_time_limit() -
     answer = bad.send(["a"], "x", None).collect()["a"]
     assert answer.text is None
     assert "ValueError" in str(answer.error)
+
+
+def test_the_held_out_figures_record_the_choices_made_without_each_dataset() -> None:
+    """Each dataset's figure comes with the rule and the default members chosen on the
+    other datasets (training.held_out_figures); /info and the quality table read the
+    same figures."""
+    metadata = default_model().metadata
+    held_out = metadata["leave_one_dataset_out"]
+    datasets = set(held_out["word_f1"])
+    assert datasets == {d["name"] for d in metadata["datasets"]}
+    assert set(held_out["rule"]) == set(held_out["members"]) == datasets
+    assert all(set(kept) <= set(default_model().members) for kept in held_out["members"].values())
+    assert metadata["evaluation"]["default_members"] == held_out["word_f1"]
+    for name in datasets:
+        assert held_out["trained_on"][name] == sorted(datasets - {name})

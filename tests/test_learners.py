@@ -21,7 +21,7 @@ from shared.learners import (
     fit_network,
 )
 from shared.mlp import Mlp
-from shared.training import TrainingPage, leave_one_dataset_out, load_datasets
+from shared.training import TrainingPage, held_out_choice, leave_one_dataset_out, load_datasets
 from tests.helpers import walk_trees
 
 PAGES_PER_DATASET = 5
@@ -113,3 +113,22 @@ def test_leave_one_dataset_out_never_sees_the_held_out_dataset(pages: list[Train
         others = [p for p in pages if p.dataset != page.dataset]
         assert probabilities == pytest.approx(
             np.full(len(page.labels), np.concatenate([p.labels for p in others]).mean()))
+
+
+def test_a_held_out_figure_comes_from_the_candidate_chosen_without_its_dataset() -> None:
+    """The candidate scored on a dataset is the best on the other datasets, never the best
+    on that dataset itself: "deep" wins overall only through scrapinghub, so scrapinghub
+    is scored by "shallow", and the others by "deep"."""
+    def evaluation(scores: dict[str, float]) -> dict[str, object]:
+        return {"word_f1": scores, "rule": {name: {"cut": 0.5} for name in scores}}
+
+    evaluations = {
+        "shallow": evaluation({"chaos": 0.90, "cleaneval": 0.90, "scrapinghub": 0.70}),
+        "deep": evaluation({"chaos": 0.89, "cleaneval": 0.89, "scrapinghub": 0.99}),
+    }
+    chosen = held_out_choice(evaluations, ["chaos", "cleaneval", "scrapinghub"])
+    assert chosen["candidate"] == {"chaos": "deep", "cleaneval": "deep",
+                                   "scrapinghub": "shallow"}
+    assert chosen["word_f1"] == {"chaos": 0.89, "cleaneval": 0.89, "scrapinghub": 0.70}
+    assert chosen["mean"] == pytest.approx(np.mean([0.89, 0.89, 0.70]), abs=1e-4)
+    assert chosen["trained_on"]["scrapinghub"] == ["chaos", "cleaneval"]
