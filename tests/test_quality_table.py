@@ -32,14 +32,20 @@ def test_learned_rows_come_from_the_model_file() -> None:
 
 
 def test_headline_marks_in_sample_cells_and_adds_the_lodo_row() -> None:
-    summary = summarize([result(s, d, "the gold text") for s in ("fusion", "readability")
-                         for d in DATASETS])
+    """A cell is in-sample when the row's model was trained on the dataset, as the detail
+    table decides it (orchestrator.insample): density's learned threshold is, its fixed
+    threshold (no model) is not; the leave-one-dataset-out row never is."""
+    services = ("fusion", "readability", "density:threshold=learned", "density:threshold=fixed")
+    summary = summarize([result(s, d, "the gold text") for s in services for d in DATASETS])
     lines = quality.headline(summary, DATASETS, {"fusion (leave-one-dataset-out)":
-                                                 {"scrapinghub": 0.5, "chaos": 0.7}},
-                             {"fusion": {"scrapinghub"}})
+                                                 {"scrapinghub": 0.5, "chaos": 0.7}})
     assert lines[0] == "| service | scrapinghub | chaos | mean |"
     rows = {line.split(" | ")[0].lstrip("| "): line for line in lines[2:]}
-    assert rows["fusion"].startswith("| fusion | 0.857* | 0.857 |")
+    assert rows["fusion"].startswith("| fusion | 0.857* | 0.857* |")
     assert rows["readability"].startswith("| readability | 0.857 | 0.857 |")
+    assert rows["density:threshold=learned"].startswith(
+        "| density:threshold=learned | 0.857* | 0.857* |")
+    assert rows["density:threshold=fixed"].startswith(
+        "| density:threshold=fixed | 0.857 | 0.857 |")
     assert rows["fusion (leave-one-dataset-out)"] == \
         "| fusion (leave-one-dataset-out) | 0.500 | 0.700 | 0.600 |"
