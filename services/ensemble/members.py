@@ -269,16 +269,18 @@ class PendingAnswers:
         deadline a timer shuts down the connections still being read, which ends their
         reads at once (the member is then missing)."""
         answers = dict(self.failed)
-        connections = self.members._connections()
-        unread = {name: conn.sock for name in self.sent
-                  if (conn := connections.get(name)) is not None and conn.sock is not None}
+        connections = self.members._connections()  # this thread's, read by the timer
+        unread = set(self.sent)
         guard = threading.Lock()
 
         def cut_off() -> None:
-            with guard:
-                for sock in unread.values():
-                    with contextlib.suppress(OSError):
-                        sock.shutdown(socket.SHUT_RDWR)
+            with guard:  # the connection each unread member has now (a retry makes a new one)
+                for name in unread:
+                    conn = connections.get(name)
+                    sock = conn.sock if conn is not None else None
+                    if sock is not None:
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_RDWR)
 
         timer = threading.Timer(max(self.deadline - time.perf_counter(), 0.0), cut_off)
         timer.daemon = True
@@ -287,7 +289,7 @@ class PendingAnswers:
             for name, body in self.sent.items():
                 answers[name] = self.members.read(name, self.deadline, body, self.plain)
                 with guard:
-                    unread.pop(name, None)
+                    unread.discard(name)
         finally:
             timer.cancel()
         return answers
