@@ -63,13 +63,13 @@ if not out.is_terminal:  # logs and pipes: keep the results table readable
 
 app = typer.Typer()
 datasets_app = typer.Typer(help="Fetch public test sets.", no_args_is_help=True)
+runs_app = typer.Typer(help="Runs recorded in the store.", no_args_is_help=True)
+
+
 def _default(field: str) -> Any:
     """A run setting's default, for the help (the configuration file and BOILERBENCH_*
     variables may set another)."""
     return RunConfig.model_fields[field].default
-
-
-runs_app = typer.Typer(help="Runs recorded in the store.", no_args_is_help=True)
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:

@@ -29,6 +29,7 @@ from orchestrator.launcher import (
 )
 from orchestrator.service_options import OptionsError, check_options
 from shared.answer import answer_page
+from shared.contract import bearer_header
 from shared.decoding import NotHTMLError, decode_html
 from shared.registry import get_service
 
@@ -287,9 +288,9 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
 
 def _extract_over_http(base: str, request: dict[str, object], token: str | None
                        ) -> dict[str, object]:
-    headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
-        reply = httpx.post(f"{base}/extract", timeout=60.0, json=request, headers=headers)
+        reply = httpx.post(f"{base}/extract", timeout=60.0, json=request,
+                           headers=bearer_header(token))
     except httpx.TransportError as exc:
         console.print(f"[red]cannot reach {base}: {exc} (is `boilerbench up` running?)")
         raise typer.Exit(1) from None

@@ -27,6 +27,7 @@ import httpx
 from docker.errors import DockerException, ImageNotFound, NotFound
 from docker.utils import parse_repository_tag
 
+from shared.contract import bearer_header
 from shared.registry import SERVICES
 
 ROLE_LABEL = "org.boilerbench.role"
@@ -140,7 +141,7 @@ def candidate_urls(container: Mapping[str, Any]) -> list[str]:
 def fetch_version(urls: Iterable[str], token: str | None = None,
                   timeout: float = 2.0) -> tuple[str, str | None]:
     """The service's version from its /info and the URL that answered, or a reason."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = bearer_header(token)
     reason = "unreachable"
     for url in urls:
         try:

@@ -18,6 +18,7 @@ from types import TracebackType
 
 import httpx
 
+from shared.contract import bearer_header
 from shared.registry import SERVICES, get_service
 from shared.workers import same_imports_env
 
@@ -57,7 +58,7 @@ def service_port(name: str, port_base: int | None = None) -> int:
 def check_service(url: str, name: str, token: str | None = None, timeout: float = 5.0) -> None:
     """Make sure the service at `url` is `name` (its /info says so), else StackError
     with one line naming the address and what answered there."""
-    headers = {"authorization": f"Bearer {token}"} if token else {}
+    headers = bearer_header(token)
     try:
         reply = httpx.get(f"{url}/info", headers=headers, timeout=timeout)
     except httpx.TransportError as exc:

@@ -82,7 +82,7 @@ from orchestrator.scoring import PageReference, block_marks, prepare_page, score
 from orchestrator.store import Store
 from orchestrator.testsets import Dataset, DatasetError, LabelledPage, in_memory, open_folder
 from shared.answer import ServiceError, finish_reply
-from shared.contract import Block, ExtractReply
+from shared.contract import Block, ExtractReply, bearer_header
 from shared.decoding import NotHTMLError
 from shared.registry import (
     SERVICES,
@@ -275,9 +275,7 @@ class HttpExtractor:
         self.semaphores = {name: asyncio.Semaphore(spec.concurrency)
                            for name in spec.called_services}
         self.down: dict[str, bool] = dict.fromkeys(spec.called_services, False)
-        self.headers = dict(_JSON)
-        if spec.service_token:
-            self.headers["authorization"] = f"Bearer {spec.service_token}"
+        self.headers = {**_JSON, **bearer_header(spec.service_token)}
         self.session: aiohttp.ClientSession | None = None
         # Each page's JSON, encoded once for all its services (they send the same text
         # object). At most one page per lane is in flight, and the cache ends with the run.

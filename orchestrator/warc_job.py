@@ -35,6 +35,7 @@ from rich.text import Text
 
 from orchestrator.warc import OddRecord, OtherRecord, WarcItem, WarcPage, read_warc
 from shared.answer import ServiceError, finish_reply, page_query, reply_text_json
+from shared.contract import bearer_header
 from shared.registry import get_service
 from shared.workers import (
     ExtractionFailedError,
@@ -374,8 +375,8 @@ async def _run_local(job: WarcJob, pages: Iterator[WarcPage], write: Callable[[R
         await pool.start()
         extract = _pool_extract(job, pool)
     else:
-        client = httpx.AsyncClient(timeout=job.time_limit_s + 30.0, headers=(
-            {"authorization": f"Bearer {job.token}"} if job.token else None))
+        client = httpx.AsyncClient(timeout=job.time_limit_s + 30.0,
+                                   headers=bearer_header(job.token))
         extract = _http_extract(job, client)
     slots = asyncio.Semaphore(job.workers)
     running: set[asyncio.Task[None]] = set()

@@ -73,6 +73,12 @@ class ErrorReply(BaseModel):
     detail: str
 
 
+def bearer_header(token: str | None) -> dict[str, str]:
+    """The header a client sends to a service (or the API) started with a token; none
+    without one (an empty token is none)."""
+    return {"authorization": f"Bearer {token}"} if token else {}
+
+
 # A block path's form (see Block.path): steps of a tag name and, where needed, a position.
 BLOCK_PATH_PATTERN = r"(/[^/\[\]\s]+(\[[1-9][0-9]*\])?)+"
 # Which parse of the page block paths name elements of: libxml2's HTML parser (lxml.html)

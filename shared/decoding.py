@@ -178,7 +178,7 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
             try:
                 text = data.decode(encoding)
                 break
-            except (UnicodeError, LookupError):
+            except UnicodeError:  # every candidate is a codec Python has
                 continue
     if text is None and _latin_script(data):
         text = data.decode("cp1252", errors="replace")  # 5 bytes it leaves undefined

@@ -248,11 +248,11 @@ def best_rule(scores: Sequence[dict[str, float]], candidates: Sequence[Rule],
     return int(np.argmax(np.round(means, 6)))
 
 
-def lodo_record(scores: dict[str, float], pages: Sequence[TrainingPage]) -> dict[str, Any]:
+def lodo_record(scores: dict[str, float]) -> dict[str, Any]:
     """The model-file record of leave-one-dataset-out figures (`scores`: the word F1 of
-    each dataset scored by a model trained on the others), as benchmarks/quality.py
-    reads it from `metadata.leave_one_dataset_out`."""
-    names = sorted({p.dataset for p in pages})
+    every dataset, each scored by a model trained on the others), as
+    benchmarks/quality.py reads it from `metadata.leave_one_dataset_out`."""
+    names = sorted(scores)
     return {"word_f1": dict(sorted(scores.items())), "mean": round(overall(scores), 4),
             "trained_on": {name: [n for n in names if n != name] for name in sorted(scores)}}
 
@@ -271,7 +271,7 @@ def lodo_evaluation(pages: Sequence[TrainingPage], probabilities: Sequence[Matri
         per_dataset[name] = scores[rule][name]
         chosen[name] = candidates[rule].to_json()
     shipped = best_rule(scores, candidates, names)
-    return {**lodo_record(per_dataset, pages), "rule": chosen, "shipped_rule": shipped,
+    return {**lodo_record(per_dataset), "rule": chosen, "shipped_rule": shipped,
             "word_f1_at_shipped_rule": scores[shipped]}
 
 
@@ -304,9 +304,7 @@ def held_out_choice(evaluations: Mapping[str, dict[str, Any]], names: Sequence[s
         scores[name] = evaluations[pick]["word_f1"][name]
         rule[name] = evaluations[pick]["rule"][name]
         candidate[name] = pick
-    return {**lodo_record(scores, []), "trained_on": {n: [o for o in names if o != n]
-                                                       for n in names},
-            "rule": rule, "candidate": candidate}
+    return {**lodo_record(scores), "rule": rule, "candidate": candidate}
 
 
 ServiceModel = TypeVar("ServiceModel", bound=Model)

@@ -33,7 +33,7 @@ from services.ensemble.members import (
     member_algorithm,
 )
 from services.ensemble.model import default_model
-from services.fusion.features import page_features, stoplists
+from services.fusion.features import PageFeatures, page_features, stoplists
 from shared.contract import Algorithm, Block, Extraction, Options
 from shared.flatpage import tree_details
 from shared.registry import SERVICES
@@ -93,13 +93,7 @@ def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extr
     page = page_features(html)  # while the members over HTTP work
     answers: dict[str, MemberAnswer] = {}
     budget_end = started + member_time_limit()
-    # Each member parses the page again, and one started here cannot be stopped: a page
-    # too large, or one that lexbor would take quadratic time on (parsed by lxml here,
-    # shared.flatpage), would spend the service's time limit inside one member.
-    unsafe = ("the page is too large to run members in this process"
-              if len(page.blocks) > MAX_BLOCKS or sum(map(len, page.tokens)) > MAX_WORDS
-              else "the page is nested too deeply (or has too many <option>s) to run members "
-              "in this process" if page.tree != "html5" else None)
+    unsafe = _unsafe_in_process(page)
     for name in names:
         if name in remote:
             continue
@@ -128,6 +122,19 @@ def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extr
         **(tree_details(page.tree) or {}),
     }
     return Extraction(blocks, details=details)
+
+
+def _unsafe_in_process(page: PageFeatures) -> str | None:
+    """Why no member may run in this process on the page, if one may not: each parses
+    the page again, and one started here cannot be stopped, so a page too large, or one
+    lexbor would take quadratic time on (parsed by lxml here, shared.flatpage), would
+    spend the service's time limit inside one member."""
+    if len(page.blocks) > MAX_BLOCKS or sum(map(len, page.tokens)) > MAX_WORDS:
+        return "the page is too large to run members in this process"
+    if page.tree != "html5":
+        return ("the page is nested too deeply (or has too many <option>s) to run members "
+                "in this process")
+    return None
 
 
 def _warm_up() -> None:

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from shared.contract import Algorithm, Block
+from shared.contract import Algorithm, Block, bearer_header
 from shared.registry import SERVICES
 
 # The members the combiner is trained on: every algorithm service but rss (it needs a
@@ -120,8 +120,7 @@ class HttpMembers:
         self.urls = dict(urls)
         self.time_limit_s = time_limit_s
         self.max_reply_bytes = max_reply_bytes
-        self.headers = {"content-type": "application/json",
-                        **({"authorization": f"Bearer {token}"} if token else {})}
+        self.headers = {"content-type": "application/json", **bearer_header(token)}
         self._local = threading.local()
 
     def _connections(self) -> dict[str, http.client.HTTPConnection]:

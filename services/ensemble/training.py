@@ -182,6 +182,8 @@ class Lodo:
     pages: Sequence[EnsemblePage]
     members: Sequence[str]
     _computed: dict[tuple[str, ...], list[Matrix]] = field(default_factory=dict)
+    _rule_figures: dict[float, tuple[list[Rule], list[dict[str, float]]]] = field(
+        default_factory=dict)
 
     def probabilities(self, kept: Sequence[str]) -> list[Matrix]:
         key = tuple(kept)
@@ -193,6 +195,16 @@ class Lodo:
     def scores(self, kept: Sequence[str], rule: Rule) -> dict[str, float]:
         """Each dataset's held-out word F1 with `kept` answering, decided by `rule`."""
         return scores_at(self.pages, self.probabilities(kept), rule)
+
+    def rule_figures(self, relative_cut: float) -> tuple[list[Rule], list[dict[str, float]]]:
+        """Every cut and kernel with each dataset's held-out word F1 under it, every
+        member answering: computed once, whichever datasets a rule is then chosen on."""
+        if relative_cut not in self._rule_figures:
+            candidates = rules(CUTS, KERNELS, relative_cut)
+            self._rule_figures[relative_cut] = candidates, rule_scores(
+                [p.as_page(p.fusion) for p in self.pages], self.probabilities(self.members),
+                candidates)
+        return self._rule_figures[relative_cut]
 
 
 def lodo_models(pages: Sequence[EnsemblePage], members: Sequence[str], hp: Hyperparameters,
@@ -212,9 +224,7 @@ def scores_at(pages: Sequence[EnsemblePage], probabilities: Sequence[Matrix], ru
 def choose_rule(lodo: Lodo, hp: Hyperparameters, datasets: Sequence[str]) -> Rule:
     """The cut and kernel of best mean held-out F1 over `datasets`, every member
     answering (shared.training.best_rule)."""
-    candidates = rules(CUTS, KERNELS, hp.relative_cut)
-    scores = rule_scores([p.as_page(p.fusion) for p in lodo.pages],
-                         lodo.probabilities(lodo.members), candidates)
+    candidates, scores = lodo.rule_figures(hp.relative_cut)
     return candidates[best_rule(scores, candidates, datasets)]
 
 
@@ -324,7 +334,7 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameter
         "seed": seed,
         "trained_on": [d.name for d in datasets],
         "leave_one_dataset_out": {
-            **lodo_record(held_out["default_members"], [p.as_page(p.fusion) for p in pages]),
+            **lodo_record(held_out["default_members"]),
             "rule": held_out["rule"], "members": held_out["members"]},
         "member_cpu_ms": {m: costs[m] for m in members},
         "members_alone": single_service_f1(pages, (*members, *LEARNED_MEMBERS)),
