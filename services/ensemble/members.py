@@ -174,9 +174,21 @@ class HttpMembers:
         return PendingAnswers(self, sent, failed, deadline, plain)
 
     def _write(self, name: str, body: bytes, deadline: float) -> None:
+        """Write the request; a kept-alive connection that the member closed after the
+        idle check (its end of the stream not yet arrived) breaks as the request goes
+        out, and the request goes once more on a new connection, as _read does for a
+        break noticed on the reply."""
         path = urlsplit(self.urls[name]).path.rstrip("/") + "/extract"
-        conn = self._connection(name, max(deadline - time.perf_counter(), 1e-3))
-        conn.request("POST", path, body=body, headers=self.headers)
+        for attempt in range(2):
+            conn = self._connection(name, max(deadline - time.perf_counter(), 1e-3))
+            reused = conn.sock is not None
+            try:
+                conn.request("POST", path, body=body, headers=self.headers)
+                return
+            except (BrokenPipeError, ConnectionResetError):
+                self._drop(name)
+                if attempt or not reused:
+                    raise
 
     def read(self, name: str, deadline: float, body: bytes, plain: bytes) -> MemberAnswer:
         """The member's reply to the request `send` wrote (`body`), waiting until
