@@ -28,8 +28,8 @@ from services.ensemble.features import (
     MISSING,
     SUMMARY,
     feature_names,
+    figures_matrix,
     member_figures,
-    page_matrix,
 )
 from services.ensemble.members import HttpMembers, MemberAnswer
 from services.ensemble.model import default_model
@@ -81,7 +81,8 @@ def test_a_missing_member_is_a_missing_feature_not_an_error() -> None:
     page = page_features(PAGE)
     answered = MemberAnswer("a", "alpha beta gamma", None)
     failed = MemberAnswer("b", None, None, error="down")
-    matrix = page_matrix(page, {"a": answered, "b": failed}, ("a", "b"))
+    matrix = figures_matrix(page, {a.member: member_figures(page, a) for a in (answered, failed)},
+                            ("a", "b"))
     names = feature_names(("a", "b"))
     assert matrix.shape == (3, len(FUSION_FEATURES) + 2 * len(MEMBER_FIGURES) + len(SUMMARY))
     row = dict(zip(names, matrix[0], strict=True))
@@ -255,6 +256,26 @@ def test_members_over_http_work_at_the_same_time_within_one_time_limit() -> None
         assert "timed out" in str(late.error)
         slow.delay = 0.0
         assert members.send(["a"], "delta", None).collect()["a"].text == "delta"
+
+
+def test_members_over_http_are_taken_in_the_order_their_replies_arrive() -> None:
+    """A fast member's answer is handed over while a slow one, asked first, still works:
+    the ensemble maps it meanwhile, off the page's critical path."""
+    class Slow(_Member):
+        delay = 0.5
+
+    class Fast(_Member):
+        delay = 0.0
+
+    with _members(Slow, Fast) as urls:
+        members = HttpMembers({"slow": urls[0], "fast": urls[1]}, time_limit_s=5.0)
+        handed: list[tuple[str, float]] = []
+        started = time.perf_counter()
+        answers = members.send(["slow", "fast"], "alpha", None).collect(
+            lambda answer: handed.append((answer.member, time.perf_counter() - started)))
+    assert [name for name, _ in handed] == ["fast", "slow"]
+    assert handed[0][1] < 0.4 <= handed[1][1]
+    assert answers["fast"].text == answers["slow"].text == "alpha"
 
 
 def test_members_over_http_survive_closed_keep_alive_connections() -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from services.ensemble.features import page_matrix
+from services.ensemble.features import MemberFigures, figures_matrix, member_figures
 from services.ensemble.members import (
     HttpMembers,
     MemberAnswer,
@@ -43,6 +43,11 @@ from shared.settings import ServiceSettings
 # members: the ensemble then costs what fusion does, and stays within its time limit.
 MAX_BLOCKS = 10_000
 MAX_WORDS = 300_000
+# How long this worker steps aside once the requests to its members are out, before
+# its own features: a member's server woken on this worker's core would otherwise wait
+# behind that CPU-bound work (off the page's critical path) on a machine of few cores,
+# and start on the page late (benchmarks/results/speed-history.md measures it).
+MEMBERS_FIRST_S = 0.0005
 
 
 class EnsembleOptions(Options):
@@ -90,24 +95,32 @@ def extract(html: str, options: EnsembleOptions, url: str | None = None) -> Extr
     http = http_members()
     remote = [n for n in names if http is not None and n in http.urls]
     pending = http.send(remote, html, url) if http is not None and remote else None
+    if pending is not None and pending.sent:
+        time.sleep(MEMBERS_FIRST_S)
     page = page_features(html)  # while the members over HTTP work
     answers: dict[str, MemberAnswer] = {}
+    figures: dict[str, MemberFigures | None] = {}
+
+    def take(answer: MemberAnswer) -> None:  # mapped at once, while slower members work
+        answers[answer.member] = answer
+        figures[answer.member] = member_figures(page, answer)
+
     budget_end = started + member_time_limit()
     unsafe = _unsafe_in_process(page)
     for name in names:
         if name in remote:
             continue
         if unsafe:
-            answers[name] = MemberAnswer(name, None, None, error=unsafe)
+            take(MemberAnswer(name, None, None, error=unsafe))
         elif time.perf_counter() > budget_end:
-            answers[name] = MemberAnswer(name, None, None, error="the page's time for "
-                                         "members in this process was spent")
+            take(MemberAnswer(name, None, None, error="the page's time for members in "
+                              "this process was spent"))
         else:
-            answers[name] = ask_in_process(name, html, url)
+            take(ask_in_process(name, html, url))
     if pending is not None:
-        answers.update(pending.collect())
-    smoothed, keep = model.decide(page_matrix(page, answers, model.members,
-                                              model.fusion_columns))
+        pending.collect(take)
+    smoothed, keep = model.decide(figures_matrix(page, figures, model.members,
+                                                 model.fusion_columns))
     blocks = [
         Block(text=block.text, is_content=bool(kept), score=round(float(p), 4), path=block.path)
         for block, p, kept in zip(page.blocks, smoothed, keep, strict=True)

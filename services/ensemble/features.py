@@ -132,15 +132,13 @@ def combine(fusion: Matrix, words: Matrix, figures: Sequence[MemberFigures | Non
     return matrix
 
 
-def page_matrix(page: PageFeatures, answers: Mapping[str, MemberAnswer],
-                members: Sequence[str], columns: Sequence[int] | None = None) -> Matrix:
-    """The combiner's matrix of a page for the model's member list (`columns`: of
-    fusion's matrix, default all); a member absent from `answers` counts as not
-    answering."""
-    missing = MemberAnswer("", None, None)
+def figures_matrix(page: PageFeatures, figures: Mapping[str, MemberFigures | None],
+                   members: Sequence[str], columns: Sequence[int] | None = None) -> Matrix:
+    """The combiner's matrix of a page for the model's member list, from the members'
+    answers mapped onto its blocks (member_figures; a member absent from `figures`
+    counts as not answering); `columns`: of fusion's matrix, default all."""
     fusion = page.matrix if columns is None else page.matrix[:, list(columns)]
-    return combine(fusion, token_counts(page.tokens),
-                   [member_figures(page, answers.get(m, missing)) for m in members])
+    return combine(fusion, token_counts(page.tokens), [figures.get(m) for m in members])
 
 
 def token_counts(tokens: Sequence[Sequence[str]]) -> Matrix:

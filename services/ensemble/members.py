@@ -22,7 +22,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -156,14 +156,15 @@ class HttpMembers:
     def send(self, names: Sequence[str], html: str, url: str | None) -> PendingAnswers:
         """Write the request of every member in `names` (member_options); their time
         starts now."""
-        plain = orjson.dumps({"html": html, "url": url, "options": {}})
+        plain: Callable[[], bytes] = functools.cache(  # built only if a member needs it
+            lambda: orjson.dumps({"html": html, "url": url, "options": {}}))
         text_only = (orjson.dumps({"html": html, "url": url, "options": TEXT_ONLY})
-                     if any(map(is_text_peer, names)) else plain)
+                     if any(map(is_text_peer, names)) else b"")
         deadline = time.perf_counter() + self.time_limit_s
         failed: dict[str, MemberAnswer] = {}
         sent: dict[str, bytes] = {}
         for name in names:
-            body = text_only if is_text_peer(name) else plain
+            body = text_only if is_text_peer(name) else plain()
             try:
                 self._write(name, body, deadline)
             except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError:
@@ -190,21 +191,22 @@ class HttpMembers:
                 if attempt or not reused:
                     raise
 
-    def read(self, name: str, deadline: float, body: bytes, plain: bytes) -> MemberAnswer:
+    def read(self, name: str, deadline: float, body: bytes, plain: Callable[[], bytes]
+             ) -> MemberAnswer:
         """The member's reply to the request `send` wrote (`body`), waiting until
         `deadline`. A kept-alive connection that the member closed just as the request
         went out gets the request once more on a new one; a member that refuses the
-        text-only option (422: an image older than it) is asked again with `plain`, the
+        text-only option (422: an image older than it) is asked again with `plain()`, the
         request with its default options."""
         answer = self._read(name, deadline, body)
-        if body is not plain and answer.error is not None and answer.error.startswith(
+        if is_text_peer(name) and answer.error is not None and answer.error.startswith(
                 "HTTP 422"):
             try:
-                self._write(name, plain, deadline)
+                self._write(name, plain(), deadline)
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(name)
                 return _failed(name, exc)
-            answer = self._read(name, deadline, plain)
+            answer = self._read(name, deadline, plain())
         return answer
 
     def _late(self, name: str) -> MemberAnswer:
@@ -264,22 +266,28 @@ class HttpMembers:
 @dataclass(frozen=True)
 class PendingAnswers:
     """Requests written to members (`sent`: their bodies) and the members that could
-    not be asked; `plain`: the request with default options."""
+    not be asked; `plain()`: the request with default options."""
 
     members: HttpMembers
     sent: Mapping[str, bytes]
     failed: Mapping[str, MemberAnswer]
     deadline: float
-    plain: bytes
+    plain: Callable[[], bytes]
 
-    def collect(self) -> dict[str, MemberAnswer]:
+    def collect(self, on_answer: Callable[[MemberAnswer], None] | None = None
+                ) -> dict[str, MemberAnswer]:
         """Every member's answer: a reply read by the deadline, or why there is none.
 
+        Replies are read as they arrive, and each answer goes to `on_answer` at once,
+        so the caller maps a fast member's answer while a slower one still works.
         A socket timeout bounds each wait for bytes, not the whole reply: a member that
         sends a byte now and then would keep the page past its time limit. At the
         deadline a timer shuts down the connections still being read, which ends their
         reads at once (the member is then missing)."""
         answers = dict(self.failed)
+        if on_answer is not None:
+            for answer in self.failed.values():
+                on_answer(answer)
         connections = self.members._connections()  # this thread's, read by the timer
         unread = set(self.sent)
         guard = threading.Lock()
@@ -297,13 +305,36 @@ class PendingAnswers:
         timer.daemon = True
         timer.start()
         try:
-            for name, body in self.sent.items():
-                answers[name] = self.members.read(name, self.deadline, body, self.plain)
+            while unread:
+                name = _first_ready([n for n in self.sent if n in unread], connections,
+                                    self.deadline)
+                answer = answers[name] = self.members.read(name, self.deadline,
+                                                           self.sent[name], self.plain)
                 with guard:
                     unread.discard(name)
+                if on_answer is not None:
+                    on_answer(answer)
         finally:
             timer.cancel()
         return answers
+
+
+def _first_ready(names: Sequence[str], connections: Mapping[str, http.client.HTTPConnection],
+                 deadline: float) -> str:
+    """The member among `names` whose reply has begun to arrive (the first in `names`
+    where none has by the deadline, or where a connection has no socket left: reading
+    it then ends at once)."""
+    socks = {}
+    for name in names:
+        conn = connections.get(name)
+        if conn is None or conn.sock is None:
+            return name
+        socks[conn.sock] = name
+    try:
+        ready, _, _ = select.select(list(socks), [], [], max(deadline - time.perf_counter(), 0))
+    except (OSError, ValueError):  # a socket closed meanwhile: reading it says why
+        return names[0]
+    return socks[ready[0]] if ready else names[0]
 
 
 def _too_large(name: str, limit: int) -> MemberAnswer:
