@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 
 @dataclass(slots=True)
@@ -112,9 +112,21 @@ class ServiceInfo(BaseModel):
 
 
 class Options(BaseModel):
-    """Base of every algorithm's options model: unknown keys are refused (422)."""
+    """Base of every algorithm's options model: unknown keys are refused (422), and so is
+    a boolean for a number (pydantic's lax mode, which query strings need, would read
+    JSON true as 1)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = set(get_args(annotation)) or {annotation}
+            if bool not in kinds and kinds & {int, float}:
+                raise ValueError("a number is expected, not a boolean")
+        return value
 
     def uses_model(self) -> bool:
         """Whether an extraction with these options reads the service's trained model, so

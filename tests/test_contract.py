@@ -10,12 +10,13 @@ import random
 import re
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import lxml.html
 import pytest
 from lxml import etree
+from pydantic import ValidationError
 from selectolax.lexbor import LexborHTMLParser
 
 from shared.contract import BLOCK_PATH_PATTERN, ExtractReply, ServiceInfo
@@ -343,3 +344,21 @@ def test_time_limit_kills_the_worker_and_the_service_recovers() -> None:
         pids_after = {w.process.pid for w in app.state.pool._workers}
         assert pids_after
         assert not pids_after & pids_before, "the timed-out worker was replaced"
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_numeric_options_refuse_booleans_and_take_query_strings(name: str) -> None:
+    """JSON true is no number (pydantic's lax mode would read it as 1), while a query
+    string's digits still are one."""
+    options_model = SERVICES[name].algorithm().options_model
+    numeric = {field: info.annotation for field, info in options_model.model_fields.items()
+               if {int, float} & (set(get_args(info.annotation)) or {info.annotation})}
+    if not numeric:
+        pytest.skip(f"{name} has no numeric option")
+    for field in numeric:
+        with pytest.raises(ValidationError, match="not a boolean"):
+            options_model.model_validate({field: True})
+        default = options_model.model_fields[field].default
+        if default is not None and not isinstance(default, bool):
+            parsed = options_model.model_validate({field: str(default)})
+            assert getattr(parsed, field) == default
