@@ -176,12 +176,15 @@ def single_service_f1(pages: Sequence[EnsemblePage], services: Sequence[str]
 @dataclass
 class Lodo:
     """Leave-one-dataset-out probabilities of every page (each scored by the model fitted
-    without its dataset), per member subset answering; each subset computed once."""
+    without its dataset), per member subset answering, and their scores; each computed
+    once."""
 
     models: dict[str, Gbdt]
     pages: Sequence[EnsemblePage]
     members: Sequence[str]
     _computed: dict[tuple[str, ...], list[Matrix]] = field(default_factory=dict)
+    _scores: dict[tuple[tuple[str, ...], Rule], dict[str, float]] = field(
+        default_factory=dict)
     _rule_figures: dict[float, tuple[list[Rule], list[dict[str, float]]]] = field(
         default_factory=dict)
 
@@ -193,8 +196,12 @@ class Lodo:
         return self._computed[key]
 
     def scores(self, kept: Sequence[str], rule: Rule) -> dict[str, float]:
-        """Each dataset's held-out word F1 with `kept` answering, decided by `rule`."""
-        return scores_at(self.pages, self.probabilities(kept), rule)
+        """Each dataset's held-out word F1 with `kept` answering, decided by `rule`:
+        computed once (each fold's frontier and the shipped one ask many of the same)."""
+        key = (tuple(kept), rule)
+        if key not in self._scores:
+            self._scores[key] = scores_at(self.pages, self.probabilities(kept), rule)
+        return self._scores[key]
 
     def rule_figures(self, relative_cut: float) -> tuple[list[Rule], list[dict[str, float]]]:
         """Every cut and kernel with each dataset's held-out word F1 under it, every
