@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -27,7 +26,7 @@ from typing import Any
 import httpx
 from common import require_dataset
 
-from orchestrator.launcher import LocalStack, free_port
+from orchestrator.launcher import stack_with_members
 from orchestrator.scoring import bag_f1
 from services.ensemble.model import default_model
 from shared.training import load_page, page_ids
@@ -71,14 +70,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not set(stop) <= set(members):  # a round that stops nothing would read as one that did
         parser.error(f"--stop names {sorted(set(stop) - set(members))}, which are not among "
                      f"the members started ({', '.join(members)})")
-    ports = {name: free_port() for name in [*members, "ensemble"]}
-    urls = {name: f"http://127.0.0.1:{ports[name]}" for name in members}
-    stack = LocalStack([*members, "ensemble"], ports=ports,
-                       env={"BOILERBENCH_MEMBER_URLS": json.dumps(urls)})
-    stack.start(timeout=300.0)
+    stack = stack_with_members("ensemble", members)
+    url = stack.start(timeout=300.0)["ensemble"]
     rounds: dict[str, dict[str, Any]] = {}
     try:
-        url = f"http://127.0.0.1:{ports['ensemble']}"
         with httpx.Client(timeout=120.0) as client:
             rounds["every member up"] = run_round(client, url, pages, members)
             for name in stop:

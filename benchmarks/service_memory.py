@@ -28,7 +28,7 @@ import httpx
 from common import require_dataset
 
 from orchestrator.kubernetes import SCORING_PROCESSES
-from orchestrator.launcher import LocalStack, free_port, wait_healthy
+from orchestrator.launcher import LocalStack, free_port, stack_with_members, wait_healthy
 from shared.registry import SERVICES
 from tests.processes import tree_memory_bytes
 
@@ -41,13 +41,8 @@ def measure(name: str, pages: list[bytes]) -> dict[str, float]:
     """Tree RSS in MB of service `name` after WARM_UP_PAGES pages and at its peak. A
     service that asks members (the ensemble) asks them over HTTP, as deployed: they run
     beside it and only its own tree is measured."""
-    members = list(SERVICES[name].members)
-    ports = {n: free_port() for n in [*members, name]}
-    env = {"BOILERBENCH_WORKERS": str(WORKERS)}
-    if members:
-        env["BOILERBENCH_MEMBER_URLS"] = json.dumps(
-            {m: f"http://127.0.0.1:{ports[m]}" for m in members})
-    with LocalStack([*members, name], ports=ports, env=env) as stack:
+    with stack_with_members(name, SERVICES[name].members,
+                            {"BOILERBENCH_WORKERS": str(WORKERS)}) as stack:
         url = stack.urls()[name]
         pid = stack.processes[name].process.pid
         peak = after_warm_up = 0

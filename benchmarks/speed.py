@@ -345,10 +345,10 @@ def measure_http(target: str, pages: Sequence[PageRef], repeat: int = 1) -> dict
     of each is kept, as for the in-process times: on a loaded machine every hand-over
     between client, service and worker can wait for a core, and the minimum filters
     that out of both paths alike."""
-    from orchestrator.launcher import StackError, free_port
+    from orchestrator.launcher import StackError
 
     name, _ = parse_target(target)
-    stack = _stack_for(name, free_port)
+    stack = _stack_for(name)
     try:
         urls = stack.start(timeout=180.0)
     except StackError as exc:
@@ -422,20 +422,16 @@ def measure_http(target: str, pages: Sequence[PageRef], repeat: int = 1) -> dict
             "cpu_mean_ms": round(cpu_ms / max(len(results) * repeat, 1), 3)}
 
 
-def _stack_for(name: str, free_port: Callable[[], int]) -> LocalStack:
+def _stack_for(name: str) -> LocalStack:
     """The service alone on a free port; the ensemble with its default members, each on
     a free port, reached over HTTP (so its times include its members', asked at once)."""
-    from orchestrator.launcher import LocalStack
+    from orchestrator.launcher import stack_with_members
 
     if name != "ensemble":
-        return LocalStack([name], ports={name: free_port()})
+        return stack_with_members(name, [])
     from services.ensemble.model import default_model
 
-    members = list(default_model().default_members)
-    ports = {n: free_port() for n in [*members, name]}
-    urls = {n: f"http://127.0.0.1:{ports[n]}" for n in members}
-    return LocalStack([*members, name], ports=ports,
-                      env={"BOILERBENCH_MEMBER_URLS": json.dumps(urls)})
+    return stack_with_members(name, default_model().default_members)
 
 
 def _tree_cpu_s(pid: int) -> float:

@@ -6,6 +6,7 @@ through LocalStack, so what the tests start is what users start.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -225,6 +226,17 @@ class LocalStack:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+def stack_with_members(name: str, members: Sequence[str],
+                       env: Mapping[str, str] | None = None) -> LocalStack:
+    """Service `name` and the `members` it asks, each on a free port, with `name` told
+    their URLs (BOILERBENCH_MEMBER_URLS) as a deployment tells it: an ensemble measured
+    or tested as it runs in production. No members: `name` alone on a free port."""
+    ports = {n: free_port() for n in [*members, name]}
+    urls = {m: f"http://127.0.0.1:{ports[m]}" for m in members}
+    member_env = {"BOILERBENCH_MEMBER_URLS": json.dumps(urls)} if members else {}
+    return LocalStack([*members, name], ports=ports, env={**(env or {}), **member_env})
 
 
 def parse_service_list(value: str | None, available: Iterable[str] = SERVICES) -> list[str]:

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.launcher import LocalStack, free_port
+from orchestrator.launcher import stack_with_members
 from orchestrator.scoring import bag_f1
 from services.ensemble import cache
 from services.ensemble.extractor import ALGORITHM, EnsembleOptions
@@ -139,15 +139,12 @@ def test_over_http_members_going_down_are_missing_features(scrapinghub: Path) ->
     barely moves; every member stopped: 200 and `fallback`."""
     members = ["cetd", "trafilatura", "readability"]  # in the model's member order
     assert [m for m in default_model().members if m in members] == members
-    ports = {name: free_port() for name in [*members, "ensemble"]}
-    urls = {name: f"http://127.0.0.1:{ports[name]}" for name in members}
-    stack = LocalStack([*members, "ensemble"], ports=ports,
-                       env={"BOILERBENCH_MEMBER_URLS": json.dumps(urls),
-                            "BOILERBENCH_MEMBER_TIME_LIMIT_S": "5"})  # a loaded machine
-    stack.start(timeout=240.0)
+    stack = stack_with_members("ensemble", members,
+                               {"BOILERBENCH_MEMBER_TIME_LIMIT_S": "5"})  # a loaded machine
+    urls = stack.start(timeout=240.0)
     pages = dataset_pages(scrapinghub, stop=40, step=8)
     try:
-        base = f"http://127.0.0.1:{ports['ensemble']}"
+        base = urls["ensemble"]
         with httpx.Client(timeout=60.0) as client:
             info = ServiceInfo.model_validate(client.get(f"{base}/info").json())
             assert info.details is not None
