@@ -32,6 +32,8 @@ def _check_datasets(datasets: list[Path]) -> None:
     """Refuse, before any work, what training cannot use: fewer than two datasets (no
     dataset to leave out), one named twice, a folder without html/ or content/, or a
     page without its gold text."""
+    from shared.training import page_ids  # the pages training reads
+
     if len(datasets) < 2:
         raise typer.BadParameter("give at least two datasets: each is scored by a model "
                                  "trained on the others", param_hint="--dataset")
@@ -44,7 +46,7 @@ def _check_datasets(datasets: list[Path]) -> None:
             if not (folder / sub).is_dir():
                 raise typer.BadParameter(f"{folder} has no {sub}/ folder",
                                          param_hint="--dataset")
-        pages = {p.stem for p in (folder / "html").glob("*.html")}
+        pages = set(page_ids(folder))
         if not pages:
             raise typer.BadParameter(f"{folder}/html holds no .html page",
                                      param_hint="--dataset")
