@@ -180,7 +180,7 @@ class LocalStack:
     def _spawn(self, name: str) -> None:
         entry = SERVICES[name]
         port = self.port(name)
-        env = same_imports_env({**os.environ, **(self.env or {}),
+        env = same_imports_env({**os.environ, **self._member_env(name), **(self.env or {}),
                                 "BOILERBENCH_HOST": self.host, "BOILERBENCH_PORT": str(port)})
         command = [sys.executable, "-P", "-m", "shared.serving", entry.app_path,
                    "--host", self.host, "--port", str(port), "--log-level", "warning",
@@ -188,6 +188,18 @@ class LocalStack:
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
         self.processes[name] = ServiceProcess(name, f"http://{self.host}:{port}", process)
+
+    def _member_env(self, name: str) -> dict[str, str]:
+        """BOILERBENCH_MEMBER_URLS naming the members of `name` that run in this stack, as
+        docker-compose.yml names them: the ensemble asks them over HTTP, beside it, and
+        runs only the others in its own worker. A value in the environment wins."""
+        members = [m for m in SERVICES[name].members if m in self.names]
+        if not members or "BOILERBENCH_MEMBER_URLS" in os.environ:
+            return {}
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        host = f"[{host}]" if ":" in host else host
+        urls = {m: f"http://{host}:{self.port(m)}" for m in members}
+        return {"BOILERBENCH_MEMBER_URLS": json.dumps(urls)}
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Signal one service's process group (its worker processes too)."""
@@ -230,13 +242,11 @@ class LocalStack:
 
 def stack_with_members(name: str, members: Sequence[str],
                        env: Mapping[str, str] | None = None) -> LocalStack:
-    """Service `name` and the `members` it asks, each on a free port, with `name` told
-    their URLs (BOILERBENCH_MEMBER_URLS) as a deployment tells it: an ensemble measured
-    or tested as it runs in production. No members: `name` alone on a free port."""
-    ports = {n: free_port() for n in [*members, name]}
-    urls = {m: f"http://127.0.0.1:{ports[m]}" for m in members}
-    member_env = {"BOILERBENCH_MEMBER_URLS": json.dumps(urls)} if members else {}
-    return LocalStack([*members, name], ports=ports, env={**(env or {}), **member_env})
+    """Service `name` and the `members` it asks, each on a free port: an ensemble
+    measured or tested as it runs in production, told its members' URLs. No members:
+    `name` alone on a free port."""
+    names = [*members, name]
+    return LocalStack(names, ports={n: free_port() for n in names}, env=dict(env or {}))
 
 
 def parse_service_list(value: str | None, available: Iterable[str] = SERVICES) -> list[str]:

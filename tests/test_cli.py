@@ -552,3 +552,14 @@ def test_run_refuses_at_once_what_it_could_not_finish(tmp_path: Path,
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_stack_names_its_members_to_the_ensemble_and_no_one_else(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BOILERBENCH_MEMBER_URLS", raising=False)
+    stack = LocalStack(["readability", "bte", "ensemble"],
+                       ports={"readability": 9108, "bte": 9103, "ensemble": 9111})
+    assert json.loads(stack._member_env("ensemble")["BOILERBENCH_MEMBER_URLS"]) == {
+        "bte": "http://127.0.0.1:9103", "readability": "http://127.0.0.1:9108"}
+    assert stack._member_env("readability") == {}
+    assert LocalStack(["ensemble"])._member_env("ensemble") == {}

@@ -55,3 +55,19 @@ def test_every_service_answers_on_its_port(stack: dict[str, str]) -> None:
             assert bad_option.status_code == 422
     # Ports taken by another program on this machine move; CI machines have them free.
     assert len(moved) < len(stack), f"no registry port was free: {moved}"
+
+
+def test_the_ensemble_asks_the_members_of_its_stack_over_http(stack: dict[str, str]) -> None:
+    """As docker-compose.yml wires it: every member that runs in the stack is named to the
+    ensemble by its URL; the default members answer a page from there."""
+    members = SERVICES["ensemble"].members
+    with httpx.Client(timeout=60) as client:
+        info = ServiceInfo.model_validate(client.get(f"{stack['ensemble']}/info").json())
+        assert info.details is not None
+        assert {name: m["url"] for name, m in info.details["members"].items()
+                if name in members} == {name: stack[name] for name in members}
+        reply = client.post(f"{stack['ensemble']}/extract", json={"html": ARTICLE})
+        assert reply.status_code == 200, reply.text[:300]
+        details = ExtractReply.model_validate(reply.json()).details
+        assert details is not None
+        assert details["members_answered"] == details["members_asked"] != []
