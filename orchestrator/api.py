@@ -73,9 +73,9 @@ from orchestrator.runner import (
     folder_source,
     open_source,
     run_output_dir,
+    run_summary,
 )
 from orchestrator.service_options import OptionsError, check_options
-from orchestrator.statistics import ranked, summarize
 from orchestrator.store import UNFINISHED, Store, StoreError, run_owner_alive
 from orchestrator.testsets import (
     ArchiveLimits,
@@ -468,8 +468,7 @@ async def get_results(run_id: str, api: Api) -> Response:
     info = api.run_info(run_id)
     results = api.store.results(run_id)
     spec = api.spec(run_id)
-    summary = ranked(await asyncio.to_thread(summarize, results, spec.predictions),
-                     spec.rank_by)
+    summary = await asyncio.to_thread(run_summary, results, spec)
     errors = [{"dataset": r.dataset, "page_id": r.page_id, "service": r.service,
                "error": r.error} for r in results if r.status == "error"]
     return json_response({"run": info, "summary": summary.model_dump(mode="json"),

@@ -386,10 +386,9 @@ def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
     """Print the ranked table, the rows' error reasons and the output paths; exit 1
     when a live service failed every page it was given."""
     from orchestrator.report import detail_rows, render_table
-    from orchestrator.runner import run_output_dir
-    from orchestrator.statistics import ranked, summarize
+    from orchestrator.runner import run_output_dir, run_summary
 
-    summary = ranked(summarize(results, spec.predictions, spec.options), spec.rank_by)
+    summary = run_summary(results, spec)
     out.print(render_table(summary, title=f"Run {run_id}", width=out.width))
     for cells in detail_rows(summary)[1]:
         if cells[-1] != "–":

@@ -11,8 +11,9 @@ or an empty gold text still scores and means stay finite:
 - recall with an empty gold (TP + FN = 0): 1.0 when nothing was extracted, else 0.0;
 - F1: 0.0 when precision + recall is 0 (so an empty extract of a non-empty gold
   scores 0, and an empty extract of an empty gold scores 1);
-- fallout with no boilerplate on the page (FP + TN = 0): 0.0 (nothing could be
-  wrongly kept);
+- fallout with FP + TN = 0: 0.0 (no boilerplate on the page, none kept). TN is
+  never below 0 (orchestrator.scoring), so an extract holding more non-gold words
+  than the page has boilerplate (repeated or attribute text) has fallout 1.0;
 - accuracy with no objects at all: 1.0 (nothing was misclassified).
 """
 
@@ -81,7 +82,7 @@ class Counts(BaseModel):
 
     @property
     def fallout(self) -> float:
-        """FP / (FP + TN) (B.4); 0.0 when the page has no boilerplate."""
+        """FP / (FP + TN) (B.4); 0.0 when both are 0 (see the module docstring)."""
         negatives = self.fp + self.tn
         return 0.0 if negatives == 0 else self.fp / negatives
 

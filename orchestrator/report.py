@@ -164,15 +164,25 @@ def detail_rows(summary: Summary) -> tuple[list[str], list[list[str]]]:
               "errors, skips and empty answers by reason"]
     rows = []
     for row in summary.services:
-        block = _level(row, "block")
         notes = [f"{reason} ({n})" for reason, n in row.error_reasons.items()]
         if row.empty:
             notes.append(f"no text extracted ({row.empty})")
         reasons = "; ".join(notes)
-        rows.append([row.service, row.dataset,
-                     _fmt(block.macro["f1"].mean) if block else "–",
-                     _fmt(row.elapsed_ms_median, 1), reasons or "–"])
+        rows.append([row.service, row.dataset, _block_f1(row), _fmt(row.elapsed_ms_median, 1),
+                     reasons or "–"])
     return header, rows
+
+
+def _block_f1(row: ServiceSummary) -> str:
+    """Block F1 is measured on the service's own blocks, so a page it answered with
+    none (an error, a prediction file) has no block figures: the cell says over how
+    many of its scored pages the mean is, where that is not all of them."""
+    block = _level(row, "block")
+    if block is None:
+        return "–"
+    scored = row.pages - row.skipped - row.unscored
+    figure = _fmt(block.macro["f1"].mean)
+    return figure if block.pages >= scored else f"{figure} ({block.pages} of {scored} pages)"
 
 
 def pairwise_rows(summary: Summary) -> tuple[list[str], list[list[str]]]:

@@ -79,6 +79,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from orchestrator.models import PageResult, PageScores, RunInfo
 from orchestrator.predictions import MISSING, lookup, read_predictions, write_predictions
 from orchestrator.scoring import PageReference, block_marks, prepare_page, score_empty
+from orchestrator.statistics import Summary, ranked, summarize
 from orchestrator.store import Store
 from orchestrator.testsets import Dataset, DatasetError, LabelledPage, in_memory, open_folder
 from shared.answer import ServiceError, finish_reply
@@ -699,9 +700,10 @@ class ScoringPool:
             meta, reply, _ = await self.pool.call((key, len(pickled)), pickled + work,
                                                   self.limit_s, None)
         except TimeoutError:
-            return _scoring_too_slow(self.limit_s)
+            return (f"extract not scored (counted as empty): scoring it took longer than "
+                    f"the limit of {self.limit_s:g} s")
         except ConnectionError as exc:
-            return f"not scored: {exc}"
+            return f"extract not scored (counted as empty): {exc}"
         if meta[0] != "ok":
             raise RuntimeError(f"scoring failed: {meta[1]}")
         if self.timings is not None:
@@ -829,7 +831,8 @@ class RunExecution:
             loaded: tuple[LabelledPage, _Prepared] = await self.preparing.run(load)
         except TimeoutError:
             return (LabelledPage(dataset.name, page_id, b"", ""),
-                    _Prepared(None, None, _scoring_too_slow(self.spec.scoring_time_limit_s),
+                    _Prepared(None, None, "not scored: preparing the page took longer than "
+                              f"the limit of {self.spec.scoring_time_limit_s:g} s",
                               unscored=True))
         return loaded
 
@@ -898,9 +901,9 @@ class RunExecution:
             self.add_time("score", started)
             return PageResult(**base, status="error", error=outcome.error, scores=empty)
         scores = await self.scoring_pool.score(ref, outcome.text, outcome.blocks)
-        if isinstance(scores, str):
+        if isinstance(scores, str):  # an extract that could not be scored counts as empty
             return PageResult(**base, status="error", elapsed_ms=outcome.extract_ms,
-                              text=outcome.text, error=scores)
+                              text=outcome.text, error=scores, scores=score_empty(ref))
         # The service's own figure (its processing, not the queue or the network), so
         # algorithms compare alike over HTTP and in-process; the round trip otherwise.
         elapsed = outcome.extract_ms if outcome.extract_ms is not None else outcome.elapsed_ms
@@ -996,9 +999,10 @@ def _settle(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def _scoring_too_slow(limit: float) -> str:
-    return (f"not scored: preparing or scoring the page took longer than the limit of "
-            f"{limit:g} s")
+def run_summary(results: Sequence[PageResult], spec: RunSpec) -> Summary:
+    """A run's figures as each of its tables shows them: ranked as the run asks, the
+    prediction files and each row's options known (they decide the in-sample flags)."""
+    return ranked(summarize(results, spec.predictions, spec.options), spec.rank_by)
 
 
 def run_output_dir(output_folder: Path, run_id: str) -> Path:

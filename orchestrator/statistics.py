@@ -35,6 +35,8 @@ BOOTSTRAP_SEED = 20240601
 MIN_PAIRS = 6
 """Fewest non-zero paired differences for a Wilcoxon test: with 5 or fewer, the
 smallest two-sided exact p-value is 2/2^5 = 0.0625, so no test could reject."""
+DIFFERENCE_DECIMALS = 12
+"""Paired F1 differences are rounded to this many decimals before testing."""
 
 _BOOTSTRAP_CHUNK_CELLS = 4_000_000  # resamples x pages drawn per numpy call (memory bound)
 
@@ -184,9 +186,12 @@ def describe_many(values: NDArray[np.float64]) -> list[MetricSummary]:
     if n == 0:
         return [MetricSummary(n=0, mean=None, median=None, std=None, ci_low=None, ci_high=None)
                 for _ in range(k)]
-    intervals = bootstrap_cis(values)
     means, medians = values.mean(axis=1), np.median(values, axis=1)
-    stds = values.std(axis=1, ddof=1) if n > 1 else np.zeros(k)
+    if n == 1:  # one page has no spread and no interval to speak of
+        return [MetricSummary(n=1, mean=float(means[i]), median=float(medians[i]), std=None,
+                              ci_low=None, ci_high=None) for i in range(k)]
+    intervals = bootstrap_cis(values)
+    stds = values.std(axis=1, ddof=1)
     return [MetricSummary(n=n, mean=float(means[i]), median=float(medians[i]),
                           std=float(stds[i]), ci_low=intervals[i][0], ci_high=intervals[i][1])
             for i in range(k)]
@@ -271,7 +276,9 @@ def wilcoxon_test(dataset: str, service_a: str, service_b: str,
     shared = sorted(f1_a.keys() & f1_b.keys())
     a = np.array([f1_a[k] for k in shared], dtype=np.float64)
     b = np.array([f1_b[k] for k in shared], dtype=np.float64)
-    diff = a - b
+    # The same F1 reached from different counts (2/3 from 2 of 3 words or from 1 of 1
+    # and a miss) can differ in the last bit: such pages are ties, not differences.
+    diff = np.round(a - b, DIFFERENCE_DECIMALS)
     n_nonzero = int(np.count_nonzero(diff))
     base = PairwiseTest(
         dataset=dataset, service_a=service_a, service_b=service_b, n=len(shared),
@@ -289,7 +296,7 @@ def wilcoxon_test(dataset: str, service_a: str, service_b: str,
     if n_nonzero < MIN_PAIRS:
         return base.model_copy(update={
             "note": f"too few pages with differing F1 ({n_nonzero} < {MIN_PAIRS})"})
-    result = stats.wilcoxon(a, b, zero_method="wilcox", alternative="two-sided")
+    result = stats.wilcoxon(diff, zero_method="wilcox", alternative="two-sided")
     differing = diff[diff != 0]
     ranks = stats.rankdata(np.abs(differing))
     above, below = float(ranks[differing > 0].sum()), float(ranks[differing < 0].sum())

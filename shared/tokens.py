@@ -12,7 +12,8 @@ Lao, Khmer, Myanmar), so a missed or extra phrase costs its length in letters
 instead of one whole run that differs. This is character-level scoring, not word
 segmentation: figures on such text are not comparable with figures on
 space-separated text. Korean, written with spaces, keeps its words. Punctuation and
-symbols, of any script, are never tokens.
+symbols, of any script, are never tokens, except the underscore: `\\w` counts it a
+word character, so `snake_case` is one word and a rule of underscores one token.
 """
 
 from __future__ import annotations

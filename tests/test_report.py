@@ -19,7 +19,7 @@ from rich.console import Console
 from orchestrator.models import PageResult, RunInfo
 from orchestrator.pagediff import page_diff, segments_html
 from orchestrator.predictions import read_predictions
-from orchestrator.report import PALETTE, page_columns, render_table, write_outputs
+from orchestrator.report import PALETTE, detail_rows, page_columns, render_table, write_outputs
 from orchestrator.scoring import prepare_page, score_empty, score_extraction
 from orchestrator.statistics import summarize
 from shared.contract import Block
@@ -283,3 +283,21 @@ def test_page_diff_agrees_with_scoring_on_real_pages(scrapinghub: Path, publishe
         diff = page_diff(gold, text)
         assert (diff.missed_words, diff.extra_words) == (word.fn, word.fp), path.stem
         assert "".join(s.text for s in diff.gold) == " ".join(gold.split()), path.stem
+
+
+def test_a_block_mean_over_fewer_pages_says_over_how_many() -> None:
+    """Block figures come from a service's own blocks, which an error has none of: a
+    row that failed on most pages must not show a bare block F1 of its one good page."""
+    html = "<html><body><div>menu home</div><p>alpha beta gamma delta</p></body></html>"
+    ref = prepare_page(html, "alpha beta gamma delta")
+    blocks = [Block(text="menu home", is_content=False),
+              Block(text="alpha beta gamma delta", is_content=True)]
+    results = [PageResult(run_id="r", dataset="d", page_id="good", service="flaky",
+                          status="ok", text="alpha beta gamma delta",
+                          scores=score_extraction(ref, "alpha beta gamma delta", blocks))]
+    results += [PageResult(run_id="r", dataset="d", page_id=f"bad{i}", service="flaky",
+                           status="error", error="ConnectError: refused",
+                           scores=score_empty(ref)) for i in range(4)]
+    rows = detail_rows(summarize(results))[1]
+    assert rows[0][2] == "1.000 (1 of 5 pages)"
+    assert detail_rows(summarize(results[:1]))[1][0][2] == "1.000"

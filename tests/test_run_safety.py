@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import functools
 import sqlite3
 import subprocess
 import sys
@@ -51,6 +52,7 @@ from orchestrator.runner import (
     execute_run,
 )
 from orchestrator.scoring import prepare_page, score_extraction
+from orchestrator.statistics import summarize
 from orchestrator.store import Store, StoreError
 from orchestrator.testsets import LabelledPage, in_memory
 from shared.contract import Block
@@ -131,6 +133,40 @@ def test_a_page_past_the_scoring_time_limit_is_an_unscored_error(tmp_path: Path)
     assert store.status(run_id) == "finished"
     store.close()
 
+
+
+def test_an_extract_past_the_scoring_time_limit_counts_as_empty_output(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service answered but its extract could not be scored in time: an error,
+    scored as empty output as every error is, so it weighs in the row's figures."""
+    monkeypatch.setattr("orchestrator.runner.ScoringPool", functools.partial(
+        ScoringPool, handler="tests.misbehaving_scoring:misbehaving_handler"))
+
+    class HangsScoringOnOnePage(InstantExtractor):
+        async def extract(self, service: str, html: str, options: dict[str, Any]) -> Outcome:
+            return Outcome(text="hang" if "Tide" in html else GOLD, elapsed_ms=1.0,
+                           extract_ms=1.0)
+
+    store = Store(tmp_path / "store.sqlite")
+    pages = [LabelledPage("set", "tide", PAGE.replace("Harbour news", "Tide news"), GOLD),
+             *_pages(1)]
+    spec = RunSpec(datasets=[], services=["justext"], scoring_time_limit_s=0.5,
+                   output_folder=str(tmp_path / "out"))
+    run_id = create_run(store, spec, memory=[in_memory("set", pages)])
+    results = {r.page_id: r for r in asyncio.run(
+        execute_run(store, run_id, extractor=HangsScoringOnOnePage()))}
+    hung = results["tide"]
+    assert hung.status == "error"
+    assert hung.text == "hang"
+    assert "counted as empty" in (hung.error or "")
+    assert "0.5 s" in (hung.error or "")
+    assert hung.scores is not None
+    assert hung.scores.word.tp == 0
+    assert hung.scores.word.fn == len(GOLD.split())
+    row = summarize(list(results.values())).services[0]
+    assert (row.pages, row.errors, row.unscored) == (2, 1, 0)
+    assert row.levels["word"].macro["f1"].mean == pytest.approx(0.5)
+    store.close()
 
 
 def _sample_extracts() -> list[tuple[str, str, str, list[Block]]]:

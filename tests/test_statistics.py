@@ -69,7 +69,8 @@ def test_describe_matches_numpy() -> None:
     assert summary.std == pytest.approx(np.std(values, ddof=1))
     empty = describe([])
     assert (empty.n, empty.mean, empty.ci_low) == (0, None, None)
-    assert describe([0.3]).std == 0.0
+    one = describe([0.3])  # one page: a mean, but no spread and no interval
+    assert (one.mean, one.std, one.ci_low, one.ci_high) == (0.3, None, None, None)
 
 
 def test_micro_and_macro_figures_on_hand_data() -> None:
@@ -236,3 +237,29 @@ def test_in_sample_without_the_services_code_takes_the_model_as_used(
     monkeypatch.setattr(ServiceEntry, "algorithm", not_installed)
     assert in_sample("density@fixed", "scrapinghub", {"threshold": "fixed"})
     assert not in_sample("density@fixed", "no-such-dataset", {"threshold": "fixed"})
+
+
+def test_equal_f1_from_different_counts_is_a_tie_not_a_difference() -> None:
+    """2/3 from (tp 3, fp 1, fn 2) and from (tp 1, fp 0, fn 1) differ in the last bit."""
+    a_counts, b_counts = Counts(tp=3, fp=1, fn=2, tn=0), Counts(tp=1, fp=0, fn=1, tn=0)
+    assert a_counts.f1 != b_counts.f1
+    assert a_counts.f1 == pytest.approx(b_counts.f1)
+    pages = [f"p{i}" for i in range(8)]
+    test = wilcoxon_test("d", "a", "b", dict.fromkeys(pages, a_counts.f1),
+                         dict.fromkeys(pages, b_counts.f1))
+    assert (test.n_nonzero, test.p_value, test.favours) == (0, 1.0, None)
+    assert test.note == "identical F1 on every shared page"
+
+
+def test_a_runs_summary_knows_each_rows_options() -> None:
+    """The CLI's table and the API's results: a row whose options bypass the model is
+    not in-sample where the same service with its model is."""
+    from orchestrator.runner import RunSpec, run_summary
+
+    spec = RunSpec(datasets=[], services=["density", "density@fixed"],
+                   options={"density@fixed": {"threshold": "fixed"}})
+    results = [result(row, "p1", Counts(tp=1, fp=0, fn=0, tn=0), dataset="scrapinghub")
+               for row in spec.services]
+    summary = run_summary(results, spec)
+    assert summary.get("density", "scrapinghub").in_sample
+    assert not summary.get("density@fixed", "scrapinghub").in_sample
