@@ -176,11 +176,14 @@ def _resolve_dataset(path: str, roots: list[Path]) -> Path:
                   else [root / path for root in resolved_roots]
                   + [root for root in resolved_roots if root.name == path])
     for candidate in candidates:
-        real = candidate.resolve()
-        if any(real.is_relative_to(root) for root in resolved_roots) and real.is_dir():
-            return real
+        try:
+            real = candidate.resolve()
+            if any(real.is_relative_to(root) for root in resolved_roots) and real.is_dir():
+                return real
+        except (OSError, ValueError):  # a NUL byte, a name too long: no such folder
+            continue
     raise ServiceError(422, "invalid_dataset",
-                       f"dataset {path!r} is not a folder under the allowed roots "
+                       f"dataset {path[:200]!r} is not a folder under the allowed roots "
                        f"({', '.join(str(r) for r in resolved_roots)})")
 
 
@@ -190,6 +193,11 @@ def _spec_from(config: RunConfig, services: list[str] | None,
     names = services or config.services
     if not names:
         raise ServiceError(422, "invalid_request", "no services named")
+    not_called = [name for name in options if name not in names]
+    if not_called:  # a row label misspelt would otherwise run with default options
+        raise ServiceError(422, "invalid_options",
+                           f"options name {', '.join(not_called)}, which this run does not "
+                           f"call (its rows: {', '.join(names)})")
     for name in [*names, *options]:
         try:
             check_row(name)
@@ -387,9 +395,13 @@ async def _archive_request(request: Request, body: bytes, api: ApiState, run_id:
 def _json_request(body: bytes, roots: list[Path]
                   ) -> tuple[RunRequest, list[DatasetSource], list[Dataset]]:
     """POST /runs as JSON: test sets by path under `roots`, or pages in the body."""
+    if not body.strip():  # as the services answer a body that is no request at all
+        raise ServiceError(400, "empty_body", "the body is empty")
     try:
         parsed = RunRequest.model_validate_json(body)
     except ValidationError as exc:
+        if any(error["type"] == "json_invalid" for error in exc.errors()):
+            raise ServiceError(400, "malformed_json", validation_message(exc)) from None
         raise ServiceError(422, "invalid_request", validation_message(exc)) from None
     folders = []
     for path in parsed.dataset:

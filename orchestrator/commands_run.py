@@ -179,7 +179,7 @@ def run(
         raise typer.Exit(2) from None
     from orchestrator.predictions import PredictionsError, prediction_rows
     from orchestrator.runner import RunSpec
-    from orchestrator.store import run_owner_alive
+    from orchestrator.store import StoreError, run_owner_alive
 
     rows: dict[str, str] = {}
     if predictions is not None and not resume:
@@ -220,6 +220,9 @@ def run(
             spec, run_id = _new_run(db, config, rows, rank_by)
         results = _execute(db, run_id, spec, config)
         warnings = db.details(run_id)["warnings"]
+    except StoreError as exc:
+        console.print(f"[red]{exc}", soft_wrap=True)
+        raise typer.Exit(1) from None
     finally:
         db.close()
     _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
@@ -339,6 +342,7 @@ def _check_assumed_services(spec: RunSpec, config: RunConfig) -> None:
 
 def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[PageResult]:
     from orchestrator.runner import RunCancelledError, execute_run
+    from orchestrator.store import StoreError
 
     stack: LocalStack | None = None
     urls: dict[str, str] | None = None
@@ -375,6 +379,10 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[P
             raise typer.Exit(2) from None
         except RunCancelledError as exc:
             console.print(f"[yellow]{exc}")
+            raise typer.Exit(1) from None
+        except StoreError as exc:  # what was stored stays: the run resumes from there
+            console.print(f"[red]{exc}; resume with --resume {run_id} --store "
+                          f"{config.store_path}", soft_wrap=True)
             raise typer.Exit(1) from None
         finally:
             if stack is not None:

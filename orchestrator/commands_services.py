@@ -272,6 +272,16 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
         paths = expand_paths(patterns)
     except FileNotFoundError as exc:
         raise typer.BadParameter(str(exc)) from None
+    try:  # before anything is written: a wrong address would fill OUT with errors
+        if url is not None:
+            check_service(url.rstrip("/"), name, token)
+        if ray_address is not None:
+            from orchestrator.warc_ray import check_address
+
+            check_address(ray_address)
+    except (StackError, ValueError) as exc:
+        console.print(f"[red]{exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     job = WarcJob(paths=paths, service=name, out=out, options=query, blocks=blocks,
                   workers=workers, url=url, time_limit_s=time_limit, shard_rows=shard_rows,
                   token=token)

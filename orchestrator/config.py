@@ -435,6 +435,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the configuration file {path}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"the configuration file {path} is not UTF-8 text (byte "
+                          f"{exc.start})") from None
     return parse_config_text(text, base=path.resolve().parent, source=str(path))
 
 

@@ -68,7 +68,21 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class StoreError(Exception):
-    """The store file is damaged; the message names it and says what to do."""
+    """The store file is damaged, or locked by another process for longer than the
+    wait; the message names it and says what to do."""
+
+
+LOCK_WAIT_S = 30.0
+"""How long a write waits for another process's lock on the store."""
+
+
+def _locked(exc: sqlite3.Error, path: Path) -> StoreError | None:
+    """The StoreError for SQLite's "database is locked" (or busy), else None."""
+    message = str(exc).lower()
+    if "locked" not in message and "busy" not in message:
+        return None
+    return StoreError(f"the store {path} is locked by another process (waited "
+                      f"{LOCK_WAIT_S:g} s); try again when that process has finished")
 
 
 def check_store_file(path: Path) -> None:
@@ -177,7 +191,7 @@ class Store:
             check_store_file(self.path)
         self._lock = threading.RLock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
-                                   timeout=30.0)
+                                   timeout=LOCK_WAIT_S)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -186,8 +200,9 @@ class Store:
                 self._db.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             self._db.close()
-            raise StoreError(f"the store {self.path} is damaged ({exc}); restore it from a "
-                             "backup, or move it away to start a new store") from None
+            raise _locked(exc, self.path) or StoreError(
+                f"the store {self.path} is damaged ({exc}); restore it from a backup, or "
+                "move it away to start a new store") from None
 
     def close(self) -> None:
         with self._lock:
@@ -197,7 +212,10 @@ class Store:
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One atomic transaction: all of it is committed, or none of it."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise _locked(exc, self.path) or exc from None
             try:
                 yield self._db
             except BaseException:

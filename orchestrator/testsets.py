@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from shared.answer import validation_message
 from shared.decoding import decode_gold, decode_html
@@ -202,6 +202,18 @@ class PageIn(BaseModel):
     html: str
     gold: str
     feed: str | None = None
+
+    @field_validator("id", "html", "gold", "feed")
+    @classmethod
+    def _utf8(cls, value: str | None) -> str | None:
+        """JSON may escape a lone surrogate (\\ud800), which no UTF-8 text can hold."""
+        if value is not None:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"holds a lone surrogate at character {exc.start}, which "
+                                 "UTF-8 text cannot hold") from None
+        return value
 
 
 class DatasetIn(BaseModel):
@@ -404,6 +416,10 @@ def unpack_archive(source: IO[bytes] | bytes, target: Path,
         destination = target.joinpath(*path.parts)
         try:
             destination.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # a folder of it is a file member
+            raise ArchiveError(f"member {str(path)!r} lies in a folder that is also a file "
+                               "of the archive") from None
+        try:
             with destination.open("xb") as sink:
                 budget.copy(member, str(path), sink.write)
         except FileExistsError:

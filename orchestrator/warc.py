@@ -244,8 +244,12 @@ def _decoded_body(headers: dict[bytes, bytes], body: bytes) -> bytes:
 
 
 def _inflate(data: bytes, wbits: int) -> bytes:
+    """The stream inflated whole; one cut short (zlib does not raise for that) too."""
     decompressor = zlib.decompressobj(wbits)
-    return decompressor.decompress(data) + decompressor.flush()
+    inflated = decompressor.decompress(data) + decompressor.flush()
+    if not decompressor.eof:
+        raise zlib.error("the compressed data ends before its end marker")
+    return inflated
 
 
 def _dechunk(body: bytes) -> bytes:

@@ -124,29 +124,29 @@ class RowSink(Protocol):
 
 
 def _read_jsonl_ids(path: Path) -> set[str]:
-    """Record ids of a JSONL file's rows, read line by line. A last line torn by a kill
-    (no newline, or not a row) is cut off, so the file takes appended rows cleanly; a
-    bad line before the last is not a kill's doing, and is refused (ValueError) rather
-    than cut off with the rows after it."""
+    """Record ids of a JSONL file's rows, read line by line. A kill can tear only the
+    last line, which then has no newline: such a line that is no row is cut off, so
+    the file takes appended rows cleanly (one that is a whole row gets its newline).
+    Any other line that is no row is not a kill's doing, and is refused (ValueError)."""
     ids: set[str] = set()
     if not path.exists():
         return ids
     good = 0
     with path.open("r+b") as stream:
         for number, line in enumerate(stream, 1):
+            torn = not line.endswith(b"\n")
             try:
                 row = orjson.loads(line)
                 ids.add(str(row["record_id"]))
             except (orjson.JSONDecodeError, KeyError, TypeError):
-                if stream.read(1):
+                if not torn:
                     raise ValueError(f"{path}, line {number}, is not an output row: "
                                      "fix or remove it, then run again") from None
-                break
-            if not line.endswith(b"\n"):
+                stream.truncate(good)
                 break
             good += len(line)
-        if good < stream.seek(0, 2):
-            stream.truncate(good)
+            if torn:
+                stream.write(b"\n")
     return ids
 
 
@@ -236,9 +236,14 @@ class ParquetSink:
         if not self.journal.path.exists():
             return
         rows = [orjson.loads(line) for line in self.journal.path.read_bytes().splitlines()]
-        table = pa.Table.from_pylist(rows, schema=row_schema(self.blocks))
-        if self.path.exists():
-            table = pa.concat_tables([pq.read_table(self.path), table])
+        if self.path.exists():  # a kill after the last merge's file, before its journal went
+            written = pq.read_table(self.path)
+            there = {str(i) for i in written.column("record_id").to_pylist()}
+            rows = [row for row in rows if str(row["record_id"]) not in there]
+            table = pa.concat_tables(
+                [written, pa.Table.from_pylist(rows, schema=row_schema(self.blocks))])
+        else:
+            table = pa.Table.from_pylist(rows, schema=row_schema(self.blocks))
         partial = self.path.with_name(self.path.name + ".tmp")
         pq.write_table(table, partial)
         partial.replace(self.path)
@@ -313,27 +318,35 @@ def job_file(out: Path) -> Path:
     return out.with_name(f"{out.name}.job.json") if _is_file_output(out) else out / "job.json"
 
 
-def claim_output(job: WarcJob) -> None:
-    """Record the job's settings beside its output, or ValueError where rows of other
-    settings are there already."""
+def claim_output(job: WarcJob, record: bool = True) -> None:
+    """Record the job's settings beside its output (with `record`; else only check),
+    or ValueError where rows of other settings are there already, or where OUT cannot
+    be written."""
     settings = {"service": job.service, "options": job.options, "blocks": job.blocks}
     path = job_file(job.out)
-    if path.is_file():
-        recorded = orjson.loads(path.read_bytes())
-        if recorded != settings:
-            raise ValueError(f"{job.out} holds the rows of another job ({recorded}); name "
-                             "another --out, or remove it to start again")
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(settings))
+    try:
+        if path.is_file():
+            recorded = orjson.loads(path.read_bytes())
+            if recorded != settings:
+                raise ValueError(f"{job.out} holds the rows of another job ({recorded}); "
+                                 "name another --out, or remove it to start again")
+            return
+        if job.out.exists() and not _is_file_output(job.out) and not job.out.is_dir():
+            raise ValueError(f"{job.out} is a file but not .jsonl or .parquet: name one of "
+                             "those, or a folder for shards")
+        if record:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(orjson.dumps(settings))
+    except OSError as exc:
+        raise ValueError(f"cannot write to {job.out}: {exc.strerror or exc}") from None
 
 
 def run_job(job: WarcJob, console: Console, ray_address: str | None = None,
             on_row: Callable[[Row], None] | None = None) -> Tally:
     """Run the job to the end (or until it cannot go on); return what it met.
     `on_row` is called after each row is written (benchmarks time the rows with it)."""
-    claim_output(job)
     sink = open_sink(job.out, job.blocks, job.shard_rows, shards_only=ray_address is not None)
+    claim_output(job, record=False)  # before the sink reads (and may mend) what is there
     tally = Tally()
     done = sink.done_ids()
     pending = pending_pages(job, done, tally)
@@ -341,6 +354,7 @@ def run_job(job: WarcJob, console: Console, ray_address: str | None = None,
     if first is None:  # nothing left to do: no workers or cluster started for it
         sink.close()
         return tally
+    claim_output(job)
     pages = itertools.chain([first], pending)
     try:
         with job_progress(console) as progress:
@@ -401,6 +415,12 @@ async def _run_local(job: WarcJob, pages: Iterator[WarcPage], write: Callable[[R
         if running:
             await asyncio.gather(*running)
     finally:
+        # Stopped (Ctrl-C): the pages in flight are abandoned before their workers
+        # go, not written as the errors the workers' ends would make of them; a
+        # re-run does them again.
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
         if pool is not None:
             await pool.close()
         if client is not None:

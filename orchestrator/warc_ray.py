@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 from collections.abc import Callable, Iterator
 from functools import cache
 from itertools import islice
@@ -49,6 +50,21 @@ def extract_batch(service: str, options: dict[str, str], blocks: bool,
     algorithm = _algorithm(service)
     return [page_row(page, answer_page(algorithm, page.body, page_query(page.uri, options),
                                        page.content_type), blocks) for page in pages]
+
+
+def check_address(address: str, timeout_s: float = 5.0) -> None:
+    """ValueError where nothing listens at a cluster's `host:port` (or `ray://host:port`):
+    ray.init would retry such an address for many minutes instead of failing."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():  # no port to try: Ray's own default then
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ValueError(f"--ray {address}: nothing answers there ({exc.strerror or exc}); "
+                         "is the cluster up?") from None
 
 
 def run_on_ray(job: WarcJob, address: str, pages: Iterator[WarcPage],

@@ -195,6 +195,8 @@ class _Worker:
     """Being replaced: never handed work again."""
     busy: bool = False
     """Handed a request (out of the idle queue)."""
+    waiting: asyncio.Future[None] | None = None
+    """Set while the event loop watches the socket for the worker's next frame."""
 
     def dead(self) -> bool:
         """Has the process exited (its end of the socket then reads as closed)?"""
@@ -285,14 +287,17 @@ class ProcessPool:
                 readable.set_result(None)
 
         loop.add_reader(fd, _on_readable)
+        worker.waiting = readable
         try:
             await asyncio.wait_for(readable, timeout)
         finally:
-            loop.remove_reader(fd)
-            # Some event loops (uvloop) leave a watched fd non-blocking, which would
-            # cut a frame that arrives in parts short (BlockingIOError).
-            with contextlib.suppress(OSError):
-                os.set_blocking(fd, True)
+            worker.waiting = None
+            if worker.sock.fileno() == fd:  # else _kill has unwatched and closed it
+                loop.remove_reader(fd)
+                # Some event loops (uvloop) leave a watched fd non-blocking, which would
+                # cut a frame that arrives in parts short (BlockingIOError).
+                with contextlib.suppress(OSError):
+                    os.set_blocking(fd, True)
         try:
             return receive_frame(worker.sock)
         except (EOFError, OSError) as exc:
@@ -350,6 +355,14 @@ class ProcessPool:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             worker.process.wait(timeout=5)
+        # A socket the event loop still watches is unwatched before it closes: the loop
+        # would otherwise keep the number as watched, and a later socket given that
+        # number (the next pool's) would never be reported readable.
+        if worker.waiting is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(worker.sock.fileno())
+            if not worker.waiting.done():
+                worker.waiting.set_exception(ConnectionError("the worker was stopped"))
         with contextlib.suppress(Exception):
             worker.sock.close()
 

@@ -174,3 +174,10 @@ def test_a_setting_of_a_service_is_a_row_with_its_own_options(tmp_path: Path) ->
     spec = config.run_spec()
     assert spec.url("justext@german") == spec.url("justext") == "http://host:1"
     assert spec.called_services == ["justext"]
+
+
+def test_a_configuration_file_that_is_not_utf8_is_a_configuration_error(tmp_path: Path) -> None:
+    path = tmp_path / "config.txt"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        read_config_file(path)

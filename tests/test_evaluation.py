@@ -277,3 +277,33 @@ def test_a_json_test_set_and_an_archive_score_as_their_folder(tmp_path: Path) ->
           for name in ("sample", "zipped", "listed")}
     assert rows["listed"]["pages"] == rows["zipped"]["pages"] == rows["sample"]["pages"] > 10
     assert f1["zipped"] == f1["listed"] == f1["sample"] > 0.5
+
+
+def test_the_api_refuses_a_dataset_name_no_folder_can_have_and_options_for_no_row(
+        tmp_path: Path) -> None:
+    config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out")
+    app = create_app(ApiSettings(resume=False), config)
+    with TestClient(app) as client:
+        for name in ("sam\u0000ple", "x" * 5000):
+            reply = client.post("/runs", json={"dataset": name, "services": ["bte"]})
+            assert reply.status_code == 422, reply.text[:200]
+            assert reply.json()["error"] == "invalid_dataset"
+        misspelt = client.post("/runs", json={"dataset": str(SAMPLE), "services": ["bte@fast"],
+                                              "options": {"bte@fsat": {}}})
+    assert misspelt.status_code == 422
+    assert misspelt.json()["error"] == "invalid_options"
+    assert "bte@fsat" in misspelt.json()["detail"]
+
+
+def test_the_api_answers_a_body_that_is_no_json_with_400_as_the_services_do(
+        tmp_path: Path) -> None:
+    config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out")
+    app = create_app(ApiSettings(resume=False), config)
+    with TestClient(app) as client:
+        headers = {"content-type": "application/json"}
+        empty = client.post("/runs", content=b"", headers=headers)
+        broken = client.post("/runs", content=b'{"dataset": ', headers=headers)
+        wrong = client.post("/runs", json={"dataset": 3})
+    assert (empty.status_code, empty.json()["error"]) == (400, "empty_body")
+    assert (broken.status_code, broken.json()["error"]) == (400, "malformed_json")
+    assert (wrong.status_code, wrong.json()["error"]) == (422, "invalid_request")

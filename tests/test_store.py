@@ -144,3 +144,30 @@ def test_processes_opening_a_new_store_at_once_all_get_it(tmp_path: Path) -> Non
         store = Store(path)
         assert store.runs() == []
         store.close()
+
+
+def test_a_store_locked_by_another_process_is_one_line_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+    from tests.helpers import SAMPLE
+
+    path = tmp_path / "store.sqlite"
+    Store(path).close()
+    monkeypatch.setattr("orchestrator.store.LOCK_WAIT_S", 0.3)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreError, match="locked by another process"):
+            Store(path).create_run(RunInfo(id="r"), {}, [])
+        done = CliRunner().invoke(app, [
+            "run", "--in-process", "--services", "bte", "--dataset", str(SAMPLE),
+            "--store", str(path), "--output", str(tmp_path / "out")])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert done.exit_code == 1, done.output
+    assert "locked by another process" in done.output
+    assert "Traceback" not in done.output
+    assert not isinstance(done.exception, sqlite3.Error)

@@ -165,6 +165,15 @@ def test_traversal_and_absolute_paths_are_refused(name: str) -> None:
         datasets_from_archive(tar_bytes([(name, PAGE), ("content/a.txt", b"x")]))
 
 
+def test_a_member_under_a_file_member_and_a_repeated_member_say_which_they_are() -> None:
+    with pytest.raises(ArchiveError, match="lies in a folder that is also a file"):
+        datasets_from_archive(zip_bytes({"ds/html": b"x", "ds/html/a.html": PAGE,
+                                         "ds/content/a.txt": b"x"}))
+    with pytest.raises(ArchiveError, match="appears twice"):
+        datasets_from_archive(tar_bytes([("html/a.html", PAGE), ("html/a.html", PAGE),
+                                         ("content/a.txt", b"x")]))
+
+
 @pytest.mark.parametrize("kind", [tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE])
 def test_tar_links_and_devices_are_refused(kind: bytes) -> None:
     link = tarfile.TarInfo("html/a.html")
@@ -266,3 +275,12 @@ def test_cli_download(fake_upstream: str, tmp_path: Path) -> None:
     assert "2 pages in" in result.output
     assert sorted(p.name for p in (tmp_path / "sh" / "content").iterdir()) == [
         "aa11.txt", "bb22.txt"]
+
+
+def test_a_json_test_set_with_a_lone_surrogate_names_the_file_and_the_page(
+        tmp_path: Path) -> None:
+    path = tmp_path / "set.json"
+    path.write_text('[{"id": "a", "html": "<p>x</p>", "gold": "ok"},'
+                    ' {"id": "b", "html": "<p>x</p>", "gold": "\\ud800"}]', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"set\.json.*pages\.1\.gold.*lone surrogate"):
+        open_dataset_file(path)

@@ -257,8 +257,40 @@ def test_a_service_out_of_reach_stops_the_job_without_writing_rows(
                                     "--url", f"http://127.0.0.1:{free_port()}",
                                     "--out", str(out), "--workers", "1"])
     assert done.exit_code == 1
-    assert "cannot reach" in done.output
-    assert not out.exists() or read_rows(out) == []
+    assert "nothing answers" in done.output
+    assert not out.exists()
+    assert not out.with_name(f"{out.name}.job.json").exists()
+
+
+def test_a_server_that_is_not_the_service_named_gets_no_rows_written(
+        crawl: tuple[Path, list[Response]], tmp_path: Path) -> None:
+    from shared.registry import SERVICES
+    from shared.service import create_service_app
+    from shared.settings import ServiceSettings
+    from tests.servers import serve_app
+
+    out = tmp_path / "rows.jsonl"
+    other = create_service_app(SERVICES["cetd"].algorithm(), ServiceSettings(workers=1))
+    with serve_app(other) as url:
+        done = CliRunner().invoke(app, ["extract", "--warc", str(crawl[0]), "--service",
+                                        SERVICE, "--url", url, "--out", str(out)])
+    assert done.exit_code == 1
+    assert "the 'cetd' service answers there" in done.output
+    assert not out.exists()
+
+
+def test_a_ray_address_where_nothing_listens_fails_at_once(
+        crawl: tuple[Path, list[Response]], tmp_path: Path) -> None:
+    from orchestrator.launcher import free_port
+
+    started = time.monotonic()
+    done = CliRunner().invoke(app, ["extract", "--warc", str(crawl[0]), "--service", SERVICE,
+                                    "--out", str(tmp_path / "shards"),
+                                    "--ray", f"127.0.0.1:{free_port()}"])
+    assert done.exit_code == 1
+    assert "nothing answers there" in done.output
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "shards").exists()
 
 
 def test_a_folder_of_shards_resumes_after_a_torn_shard(
@@ -298,13 +330,16 @@ def test_transfer_and_content_codings_are_undone(tmp_path: Path) -> None:
                  headers=(("Content-Encoding", "gzip"),)),
         Response("https://a.example/5", b"zz\r\nabc\r\n0\r\n\r\n",
                  headers=(("Transfer-Encoding", "chunked"),)),
+        Response("https://a.example/6", gzipped[:len(gzipped) // 2],
+                 headers=(("Content-Encoding", "gzip"),)),
     ])
     items = list(read_warc(path))
     assert [i.body for i in items if isinstance(i, WarcPage)] == [html] * 3
     odd = [i for i in items if isinstance(i, OddRecord)]
     assert [(i.kind, i.detail.split(":")[0]) for i in odd] == [
         ("malformed", "the gzip body does not decompress"),
-        ("malformed", "a chunk size is not hexadecimal")]
+        ("malformed", "a chunk size is not hexadecimal"),
+        ("malformed", "the gzip body does not decompress")]
 
 
 def test_the_benchmark_builds_its_warc_and_times_the_middle_of_a_job(
@@ -323,6 +358,73 @@ def test_the_benchmark_builds_its_warc_and_times_the_middle_of_a_job(
     times = [5.0] * 8 + [5.0 + 0.01 * i for i in range(1, 93)]
     assert benchmark.steady_rate(times) == pytest.approx(100.0)
     assert benchmark.steady_rate(times[:5]) == 0.0
+
+
+def test_ctrl_c_abandons_the_pages_in_flight_instead_of_writing_them_as_errors(
+        scrapinghub: Path, tmp_path: Path) -> None:
+    pages = dataset_responses(scrapinghub / "html", 160)
+    path = tmp_path / "big.warc.gz"
+    write_warc(path, pages)
+    out = tmp_path / "rows.jsonl"
+    args = [*CLI, "extract", "--warc", str(path), "--service", "readability",
+            "--out", str(out), "--workers", "2"]
+    job = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)  # its own group, as a terminal's job
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and job.poll() is None:
+        if out.exists() and out.read_bytes().count(b"\n") >= 10:
+            break
+        time.sleep(0.02)
+    os.killpg(job.pid, signal.SIGINT)
+    assert job.wait(timeout=60) == 130
+    rows = read_rows(out)
+    assert 10 <= len(rows) < len(pages), "the job was not stopped halfway"
+    assert [r["error"] for r in rows if r["error"] is not None] == []
+
+
+def test_a_whole_last_row_without_its_newline_is_kept_and_a_whole_line_that_is_no_row_refused(
+        crawl: tuple[Path, list[Response]], warc_rows: tuple[list[dict[str, object]], str],
+        tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    whole = b"".join(orjson.dumps(r) + b"\n" for r in warc_rows[0][:2])
+    out.write_bytes(whole[:-1])  # e.g. written back by a script that joined rows with "\n"
+    args = ["extract", "--warc", str(crawl[0]), "--service", SERVICE, "--out", str(out)]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert sorted(str(r["record_id"]) for r in read_rows(out)) == \
+        sorted(p.record_id for p in crawl[1])
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b'{"id": 5, "note": "not an output row"}\n')
+    refused = CliRunner().invoke(app, [*args[:-1], str(other)])
+    assert refused.exit_code == 2
+    assert "line 1" in refused.output
+    assert other.read_bytes() == b'{"id": 5, "note": "not an output row"}\n'
+
+
+def test_an_output_that_is_some_other_file_is_refused_before_anything_is_written(
+        crawl: tuple[Path, list[Response]], tmp_path: Path) -> None:
+    taken = tmp_path / "notes.py"
+    taken.write_text("x = 1\n")
+    done = CliRunner().invoke(app, ["extract", "--warc", str(crawl[0]), "--service", SERVICE,
+                                    "--out", str(taken)])
+    assert done.exit_code == 2
+    assert "not .jsonl or .parquet" in done.output
+    assert taken.read_text() == "x = 1\n"
+
+
+def test_a_kill_between_the_parquet_merge_and_its_journal_going_repeats_no_row(
+        crawl: tuple[Path, list[Response]], warc_rows: tuple[list[dict[str, object]], str],
+        tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "rows.parquet"
+    args = ["extract", "--warc", str(crawl[0]), "--service", SERVICE, "--out", str(out)]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    journal = out.with_name(out.name + ".partial.jsonl")  # as a kill right after the merge
+    journal.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in warc_rows[0]))
+    assert CliRunner().invoke(app, args).exit_code == 0
+    ids = pq.read_table(out, columns=["record_id"]).column("record_id").to_pylist()
+    assert sorted(ids) == sorted(p.record_id for p in crawl[1])
+    assert not journal.exists()
 
 
 def test_a_bad_line_inside_the_output_is_refused_not_cut(

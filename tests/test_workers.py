@@ -179,3 +179,29 @@ def test_descendants_are_children_and_their_children() -> None:
             os.kill(pid, signal.SIGKILL)
         shell.kill()
         shell.wait()
+
+
+def test_a_pool_closed_while_it_replaces_a_worker_leaves_the_next_pool_working() -> None:
+    """A request cancelled mid-page (a run cancelled, a client gone) makes the pool
+    start a replacement worker; closing the pool then must not leave the replacement's
+    socket watched by the event loop, or the next pool, given the same descriptor
+    numbers, waits for a worker that has long answered."""
+    async def go() -> float:
+        first = WorkerPool(MODULE, 1)
+        await first.start()
+        request = asyncio.create_task(first.run(b"<p>hang</p>", "text/html", {}, 60))
+        await asyncio.sleep(0.5)
+        request.cancel()
+        await asyncio.sleep(0.05)  # the replacement is starting
+        await first.close()
+        started = time.monotonic()
+        second = WorkerPool(MODULE, 1, start_timeout_s=20)
+        try:
+            await second.start()
+            reply = await second.run(b"<p>after</p>", "text/html", {}, 20)
+            assert reply_of(reply.partial_reply).text == "<p>after</p>"
+        finally:
+            await second.close()
+        return time.monotonic() - started
+
+    assert asyncio.run(go()) < 15
