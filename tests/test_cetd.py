@@ -14,6 +14,7 @@ from services.cetd.extractor import (
     PageMeasures,
     composite_text_density,
     int_array,
+    int_arrays,
     mark_content,
     measure_page,
     piece_characters,
@@ -185,6 +186,29 @@ def test_int_array_is_a_writable_int64_copy() -> None:
     array[0] = 7
     assert values[0] == -1
     assert int_array([]).tolist() == []
+
+
+def test_int_arrays_are_views_of_one_conversion() -> None:
+    first, empty, second = int_arrays([1, 2], [], [3, -4, 5])
+    assert (first.tolist(), empty.tolist(), second.tolist()) == ([1, 2], [], [3, -4, 5])
+    assert first.dtype == second.dtype == np.int64
+
+
+def test_hidden_links_are_no_link_tags() -> None:
+    """A hidden link holds nothing and is no tag: neither T nor LT counts it, and a link
+    around visible text still makes that text link characters."""
+    page = ("<html><body><div><a href='/h' hidden>gone</a><a href='/v'>seen</a>"
+            "<p>Plain words</p></div></body></html>")
+    measures, nodes = measure(page, CetdOptions())
+    names = [measures.page.names[n] for n in nodes]
+    assert names == ["html", "body", "div", "a", "p"]
+    div = nodes[2]
+    assert (measures.chars[div], measures.tags[div], measures.link_chars[div],
+            measures.link_tags[div]) == (14, 2, 4, 1)
+    shown, _ = measure(page, CetdOptions(drop_hidden=False))
+    div = shown.visible.nonzero()[0][2]
+    assert (shown.chars[div], shown.tags[div], shown.link_chars[div],
+            shown.link_tags[div]) == (18, 3, 8, 2)
 
 
 def test_hidden_elements_are_left_out() -> None:

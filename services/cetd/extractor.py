@@ -57,7 +57,9 @@ are <a> and <button>.
 from __future__ import annotations
 
 import math
+import operator
 import struct
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
@@ -70,7 +72,7 @@ from pydantic import Field
 
 from shared.answer import ServiceError
 from shared.contract import Algorithm, Block, Extraction, Options
-from shared.flatpage import FlatPage, flatten_html, tree_details
+from shared.flatpage import FlatBlock, FlatPage, flatten_html, tree_details
 from shared.layout import (
     Box,
     BrowserUnavailableError,
@@ -227,18 +229,18 @@ def text_characters(texts: list[str]) -> list[int]:
     """The non-whitespace characters of each text (what str.split() keeps).
 
     The ASCII texts all at once in C: joined by NULs, encoded, their whitespace
-    deleted, split again. Texts with other characters are counted one by one (their
-    UTF-8 bytes are not their characters, and no-break spaces and the like are
+    deleted, split again (into more parts than texts where a text holds a NUL itself:
+    then each is counted alone). Texts with other characters are counted one by one
+    (their UTF-8 bytes are not their characters, and no-break spaces and the like are
     whitespace too)."""
     joined = "\0".join(texts)
-    if joined.count("\0") != len(texts) - 1:  # a text holds a NUL itself
-        return [len("".join(text.split())) for text in texts]
     data = joined.encode("utf-8", "surrogatepass").translate(None, _ASCII_WHITESPACE)
     counts = list(map(len, data.split(b"\0")))
-    if not joined.isascii():
-        for k, text in enumerate(texts):
-            if not text.isascii():
-                counts[k] = len("".join(text.split()))
+    if len(counts) != len(texts):
+        return [len("".join(text.split())) for text in texts]
+    if not joined.isascii():  # the non-ASCII texts, picked out in C
+        for k in compress(range(len(texts)), map(operator.not_, map(str.isascii, texts))):
+            counts[k] = len("".join(texts[k].split()))
     return counts
 
 
@@ -247,18 +249,21 @@ def piece_characters(page: FlatPage) -> list[int]:
     (four in five) has them from its normalised text, which the extraction needs anyway
     (its length less the spaces between its words); the others are counted by
     text_characters."""
-    counts = [0] * len(page.texts)
-    shared: list[int] = []  # the texts of blocks of several
+    texts = page.texts
+    counts = [0] * len(texts)
+    several: list[FlatBlock] = []  # the blocks of several texts
+    their_texts: list[str] = []
     for block, text, words in zip(page.blocks, *page.block_texts(), strict=True):
         if block.end - block.first == 1:
             counts[block.first] = len(text) - words + 1 if words else 0
         else:
-            shared.extend(range(block.first, block.end))
-    if shared:
-        texts = page.texts
-        for k, characters in zip(shared, text_characters([texts[k] for k in shared]),
-                                 strict=True):
-            counts[k] = characters
+            several.append(block)
+            their_texts += texts[block.first:block.end]
+    if several:
+        found, offset = text_characters(their_texts), 0
+        for block in several:
+            counts[block.first:block.end] = found[offset:offset + block.end - block.first]
+            offset += block.end - block.first
     return counts
 
 
@@ -268,12 +273,25 @@ def int_array(values: list[int]) -> Ints:
     return np.frombuffer(bytearray(struct.pack(f"{len(values)}q", *values)), dtype=np.int64)
 
 
-def _in_ranges(starts: list[int], last: Ints, count: int) -> npt.NDArray[np.bool_]:
+def int_arrays(*lists: list[int]) -> list[Ints]:
+    """Several lists of ints as int64 arrays: views on one buffer, so that a page's
+    lists take one conversion instead of one each."""
+    every: list[int] = []
+    for values in lists:
+        every += values
+    joined = int_array(every)
+    views, start = [], 0
+    for values in lists:
+        views.append(joined[start:start + len(values)])
+        start += len(values)
+    return views
+
+
+def _in_ranges(starts: Ints, last: Ints, count: int) -> npt.NDArray[np.bool_]:
     """Which elements lie in the subtree of any of `starts` (ranges start..last[start]):
     +1 where a range opens, -1 after it closes, summed up."""
-    edges = np.array(starts, dtype=np.int64)
-    marks = (np.bincount(edges, minlength=count + 1)
-             - np.bincount(last[edges] + 1, minlength=count + 1))
+    marks = (np.bincount(starts, minlength=count + 1)
+             - np.bincount(last.take(starts) + 1, minlength=count + 1))
     inside: npt.NDArray[np.bool_] = np.cumsum(marks[:count]) > 0
     return inside
 
@@ -287,30 +305,40 @@ def measure_page(page: FlatPage, options: CetdOptions,
     The walk (shared.flatpage) left invisible and dropped hidden elements empty and
     gave each text piece with its holder. Sums over subtrees are differences of
     cumulative sums over the document-order element ranges i..last[i] (C and LC count
-    the element's own text, T and LT only what is below it)."""
-    # The <a> and <button> elements not hidden, found by a loop in C (compress and map).
-    links = list(compress(range(len(page.names)), map(LINKS.__contains__, page.names)))
-    if page.emptied:
-        emptied = set(page.emptied)
-        links = [link for link in links if link not in emptied]
-    holders = int_array(page.holders)
-    piece_chars = int_array(piece_characters(page))
-    last = int_array(page.last)
-    count = len(page.names)
+    the element's own text, T and LT only what is below it). The figures of the
+    elements and of the text pieces (leaves: no tags, no links) sit side by side in
+    one matrix, so each density formula runs once over both."""
+    names = page.names
+    count, pieces = len(names), len(page.texts)
+    # The <a> and <button> elements, found by a loop in C (compress and map). A hidden
+    # one holds nothing, so only its own count as a link tag is to be left out.
+    links = list(compress(range(count), map(LINKS.__contains__, names)))
+    last, parents, holders, piece_chars, link_starts = int_arrays(
+        page.last, page.parents, page.holders, piece_characters(page), links)
     visible = np.ones(count, dtype=np.bool_)
     visible[page.emptied] = False  # nothing below them
-    in_link = _in_ranges(links, last, count) & visible
-    own_chars = np.bincount(holders, weights=piece_chars, minlength=count).astype(np.int64)
-    is_link = np.zeros(count, dtype=np.int64)
-    is_link[links] = 1
-    values = np.array([own_chars, visible, np.where(in_link, own_chars, 0), is_link])
-    running = np.zeros((4, count + 1), dtype=np.int64)
-    np.cumsum(values, axis=1, out=running[:, 1:])
-    sums = running[:, last + 1] - running[:, :-1]  # over i..last[i]
-    sums[1::2] -= values[1::2]  # T and LT count only what is below the node
-    chars, tags, link_chars, link_tags = sums
-    root_or_body = _body_of(page.names, visible, page.last)
+    in_link = _in_ranges(link_starts, last, count)
+    # Per element: its own characters, visible, its own characters inside a link, a
+    # visible link.
+    own = np.zeros((4, count), dtype=np.int64)
+    own[0] = np.bincount(holders, weights=piece_chars, minlength=count)
+    own[1] = visible
+    np.multiply(own[0], in_link, out=own[2])
+    own[3][link_starts] = own[1].take(link_starts)
+    running = np.cumsum(own, axis=1)
+    # Rows C, T, LC, LT; columns the elements, then the text pieces. take() rather than
+    # fancy indexing: a fraction of its overhead on a 2-d array.
+    figures = np.zeros((4, count + pieces), dtype=np.int64)
+    nodes = figures[:, :count]
+    np.subtract(running.take(last, axis=1), running, out=nodes)  # over i+1..last[i]
+    nodes[0::2] += own[0::2]  # C and LC count the node's own text too
+    figures[0, count:] = piece_chars
+    np.multiply(piece_chars, in_link.take(holders), out=figures[2, count:])
+    chars, tags, link_chars, link_tags = nodes
+    all_chars, all_tags, all_link_chars, all_link_tags = figures
+    root_or_body = _body_of(names, visible, page.last)
     ratio = float(link_chars[root_or_body] / chars[root_or_body]) if chars[root_or_body] else 0.0
+    both: Floats  # the densities of the elements, then of the text pieces
     if options.measure == "htd":
         if importance is None:
             raise ValueError("htd needs the visual importance of every element")
@@ -321,31 +349,19 @@ def measure_page(page: FlatPage, options: CetdOptions,
         hybrid = running_hybrid[last + 1] - running_hybrid[:-1]
         body_hybrid = float(hybrid[root_or_body])
         hybrid_ratio = float(link_chars[root_or_body] / body_hybrid) if body_hybrid > 0 else 0.0
-        zeros = np.zeros_like(piece_chars)
-        both = hybrid_text_densities(
-            np.concatenate((hybrid, piece_hybrid)), np.concatenate((chars, piece_chars)),
-            np.concatenate((tags, zeros)),
-            np.concatenate((link_chars, np.where(in_link[holders], piece_chars, 0))),
-            np.concatenate((link_tags, zeros)), hybrid_ratio)
-        density, piece_density = both[:count], both[count:]
-    elif options.measure == "ctd":  # the nodes and, as leaves, the text pieces in one go
-        zeros = np.zeros_like(piece_chars)
-        both = composite_text_densities(
-            np.concatenate((chars, piece_chars)), np.concatenate((tags, zeros)),
-            np.concatenate((link_chars, np.where(in_link[holders], piece_chars, 0))),
-            np.concatenate((link_tags, zeros)), ratio)
-        density, piece_density = both[:count], both[count:]
-    else:
-        density = np.where(chars == 0, 0.0, chars / np.maximum(tags, 1).astype(np.float64))
-        piece_density = piece_chars.astype(np.float64)  # a text piece's TD is its C
-    density = np.where(visible, density, 0.0)
-    parents = int_array(page.parents)
-    parents[0] = 0  # the root has no parent: it adds nothing to itself
-    child_density = density.copy()
-    child_density[0] = 0.0
-    density_sum: Floats = (
-        np.bincount(parents, weights=child_density, minlength=count)
-        + np.bincount(holders, weights=piece_density, minlength=count)).astype(np.float64)
+        both = hybrid_text_densities(np.concatenate((hybrid, piece_hybrid)), all_chars,
+                                     all_tags, all_link_chars, all_link_tags, hybrid_ratio)
+    elif options.measure == "ctd":
+        both = composite_text_densities(all_chars, all_tags, all_link_chars, all_link_tags,
+                                        ratio)
+    else:  # a text piece's TD is its C
+        both = np.where(all_chars == 0, 0.0, all_chars / np.maximum(all_tags, 1))
+    # An invisible element has no characters, so its density is 0 already; the root
+    # has no parent and adds to nothing.
+    density, piece_density = both[:count], both[count:]
+    density_sum: Floats = np.add(
+        np.bincount(parents[1:], weights=density[1:], minlength=count),
+        np.bincount(holders, weights=piece_density, minlength=count))
     return PageMeasures(page, visible, chars, tags, link_chars, link_tags, density,
                         density_sum, holders, piece_chars)
 
@@ -374,13 +390,21 @@ def mark_content(measures: PageMeasures, options: CetdOptions) -> tuple[npt.NDAr
             threshold = min(threshold, float(density[index]))
             index = parents[index]
     roots = {target}  # the content subtree itself, whatever the threshold
+    # A child whose subtree holds its parent's best node has that node as its own best
+    # too (the first largest of the parent's range is the first of the child's), so
+    # the walk down towards the content asks for few argmaxes.
+    known = {start: target}
     stack = [start]
     while stack:
         index = stack.pop()
         if index in roots or density[index] < threshold:
             continue
-        roots.add(measures.best(index))
-        stack.extend(reversed(measures.children(index)))
+        best = known[index] if index in known else measures.best(index)
+        roots.add(best)
+        children = measures.children(index)
+        if best != index:
+            known[children[bisect_right(children, best) - 1]] = best
+        stack.extend(reversed(children))
     count = len(density)
     marks = np.zeros(count + 1, dtype=np.int64)  # +1 at a root, -1 past its subtree
     for root in roots:
