@@ -31,6 +31,9 @@ from shared.decoding import charset_parameter
 
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 _READ_BYTES = 1 << 20
+MAX_MEMBER_BYTES = 512 << 20
+"""A gzip member (a record, ISO 28500 annex D) that inflates past this is skipped as
+too large: a page that size is no page, and a small file could hold a gzip bomb."""
 # ISA-L's inflate error class (its type stubs declare it an instance).
 _INFLATE_ERROR = cast("type[Exception]", isal_zlib.error)
 # Tags whose appearance at the start of a body marks it as HTML (WHATWG MIME Sniffing,
@@ -39,7 +42,7 @@ _HTML_SIGNATURES = (b"<!doctype html", b"<html", b"<head", b"<script", b"<iframe
                     b"<div", b"<font", b"<table", b"<a", b"<style", b"<title", b"<b",
                     b"<body", b"<br", b"<p", b"<!--")
 
-OddKind = Literal["not_html", "truncated", "malformed"]
+OddKind = Literal["not_html", "truncated", "malformed", "too_large"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +120,11 @@ def read_warc(path: Path) -> Iterator[WarcItem]:
             yield from _records(stream, whole=True)
 
 
-def _gzip_members(stream: BinaryIO) -> Iterator[bytes | OddRecord]:
+def _gzip_members(stream: BinaryIO, limit: int = MAX_MEMBER_BYTES
+                  ) -> Iterator[bytes | OddRecord]:
     """The decompressed gzip members of a stream, one at a time. A member that does not
-    decompress is reported, and reading goes on at the next gzip header after it."""
+    decompress is reported, and reading goes on at the next gzip header after it; one
+    that inflates past `limit` bytes is inflated to its end and dropped as it goes."""
     pending = b""
     at_end = False
     while True:
@@ -131,10 +136,16 @@ def _gzip_members(stream: BinaryIO) -> Iterator[bytes | OddRecord]:
         # and shares the cores with them.
         decompressor = isal_zlib.decompressobj(wbits=31)
         parts: list[bytes] = []
+        size = 0
         try:
             data = pending
             while True:
-                parts.append(decompressor.decompress(data))
+                part = decompressor.decompress(data)
+                size += len(part)
+                if size <= limit:
+                    parts.append(part)
+                elif parts:
+                    parts.clear()
                 if decompressor.eof:
                     pending = decompressor.unused_data
                     break
@@ -145,6 +156,11 @@ def _gzip_members(stream: BinaryIO) -> Iterator[bytes | OddRecord]:
         except _INFLATE_ERROR as exc:
             yield OddRecord("malformed", None, f"a gzip member does not decompress: {exc}")
             pending = _next_member(stream, data)
+            continue
+        if size > limit:
+            yield OddRecord("too_large", None, f"a gzip member inflates past {limit:,} bytes")
+            if at_end:
+                return
             continue
         member = b"".join(parts)
         if at_end and not decompressor.eof:

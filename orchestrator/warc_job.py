@@ -493,7 +493,7 @@ def summary_table(job: WarcJob, tally: Tally, seconds: float) -> Table:
     table.add_column("count", justify="right")
     table.add_column("examples")
     order = ("HTML pages", "written", "extraction errors", "already written",
-             "not_html", "truncated", "malformed", "other record types")
+             "not_html", "truncated", "malformed", "too_large", "other record types")
     for key in order:
         table.add_row(key.replace("_", " "), f"{tally.counts[key]:,}",
                       "\n".join(tally.examples.get(key, [])))

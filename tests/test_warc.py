@@ -472,3 +472,20 @@ def test_the_response_charset_decodes_the_page(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     (row,) = read_rows(out)
     assert text in str(row["text"])
+
+
+def test_a_gzip_member_that_inflates_past_the_limit_is_skipped_and_reading_goes_on() -> None:
+    """A small file may hold a gzip bomb: its member is inflated to its end without being
+    kept, counted as too large, and the next record is read as usual."""
+    import io
+
+    from orchestrator.warc import _gzip_members
+
+    page = Response("https://a.example/", b"<html><body><p>kept</p></body></html>").with_id()
+    bomb = gzip.compress(b"WARC/1.1\r\n" + b"\0" * 5_000_000)
+    stream = io.BytesIO(bomb + gzip.compress(warc_record(page)))
+    items = list(_gzip_members(stream, limit=100_000))
+    assert len(items) == 2
+    assert isinstance(items[0], OddRecord)
+    assert items[0].kind == "too_large"
+    assert items[1] == warc_record(page)
