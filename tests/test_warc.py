@@ -134,24 +134,32 @@ def test_parquet_output_holds_the_same_rows(
     assert not out.with_name(out.name + ".partial.jsonl").exists()
 
 
-def test_a_killed_job_resumes_without_losing_or_repeating_records(
-        scrapinghub: Path, tmp_path: Path) -> None:
+def stopped_halfway(scrapinghub: Path, tmp_path: Path, service: str, workers: int,
+                    stop: signal.Signals) -> tuple[Path, Path, list[Response], int]:
+    """A job over 160 pages in its own process group (as a terminal runs it), sent
+    `stop` once 20 rows are out: the WARC, OUT, the pages and the exit code."""
     pages = dataset_responses(scrapinghub / "html", 160)
     path = tmp_path / "big.warc.gz"
     write_warc(path, pages)
     out = tmp_path / "rows.jsonl"
-    args = [*CLI, "extract", "--warc", str(path),
-            "--service", SERVICE, "--out", str(out), "--workers", "1"]
-    job = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = [*CLI, "extract", "--warc", str(path), "--service", service, "--out", str(out),
+            "--workers", str(workers)]
+    job = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and job.poll() is None:
         if out.exists() and out.read_bytes().count(b"\n") >= 20:
             break
         time.sleep(0.02)
-    os.kill(job.pid, signal.SIGKILL)
-    job.wait()
-    first = out.read_bytes().count(b"\n")
-    assert 20 <= first < len(pages), "the job was not killed halfway"
+    os.killpg(job.pid, stop)
+    code = job.wait(timeout=60)
+    assert 20 <= out.read_bytes().count(b"\n") < len(pages), "the job was not stopped halfway"
+    return path, out, pages, code
+
+
+def test_a_killed_job_resumes_without_losing_or_repeating_records(
+        scrapinghub: Path, tmp_path: Path) -> None:
+    path, out, pages, _ = stopped_halfway(scrapinghub, tmp_path, SERVICE, 1, signal.SIGKILL)
     with out.open("ab") as stream:  # a row torn by the kill, as a write cut short leaves it
         stream.write(b'{"record_id":"<urn:uuid:torn')
     done = run_cli("extract", "--warc", str(path), "--service", SERVICE, "--out", str(out),
@@ -362,24 +370,9 @@ def test_the_benchmark_builds_its_warc_and_times_the_middle_of_a_job(
 
 def test_ctrl_c_abandons_the_pages_in_flight_instead_of_writing_them_as_errors(
         scrapinghub: Path, tmp_path: Path) -> None:
-    pages = dataset_responses(scrapinghub / "html", 160)
-    path = tmp_path / "big.warc.gz"
-    write_warc(path, pages)
-    out = tmp_path / "rows.jsonl"
-    args = [*CLI, "extract", "--warc", str(path), "--service", "readability",
-            "--out", str(out), "--workers", "2"]
-    job = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)  # its own group, as a terminal's job
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and job.poll() is None:
-        if out.exists() and out.read_bytes().count(b"\n") >= 10:
-            break
-        time.sleep(0.02)
-    os.killpg(job.pid, signal.SIGINT)
-    assert job.wait(timeout=60) == 130
-    rows = read_rows(out)
-    assert 10 <= len(rows) < len(pages), "the job was not stopped halfway"
-    assert [r["error"] for r in rows if r["error"] is not None] == []
+    _, out, _, code = stopped_halfway(scrapinghub, tmp_path, "readability", 2, signal.SIGINT)
+    assert code == 130
+    assert [r["error"] for r in read_rows(out) if r["error"] is not None] == []
 
 
 def test_a_whole_last_row_without_its_newline_is_kept_and_a_whole_line_that_is_no_row_refused(
