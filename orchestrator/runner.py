@@ -498,9 +498,13 @@ def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (
     if not any(d.ids for d in all_sets):  # one empty set among others is a warning
         raise DatasetError(f"{', '.join(names) or 'the run'}: no page with both its HTML "
                            "and its gold text")
-    for path in spec.predictions.values():
-        read_predictions(Path(path))  # a file that cannot be read fails now, not mid-run
     warnings = [w for d in all_sets for w in d.warnings]
+    for row, path in spec.predictions.items():
+        texts = read_predictions(Path(path))  # a file that cannot be read fails now
+        if not any(lookup(texts, d.name, page_id) is not None
+                   for d in all_sets for page_id in d.ids):
+            warnings.append(f"{row}: the prediction file {path} names none of the run's "
+                            "pages, so each of its pages is an error")
     spec = spec.model_copy(update={
         "datasets": sources, "total": sum(len(d.ids) for d in all_sets) * len(spec.rows)})
     run_id = run_id or uuid.uuid4().hex[:12]

@@ -137,3 +137,21 @@ def test_prediction_files_in_each_layout_and_one_file_alone(tmp_path: Path) -> N
     (tmp_path / "empty").mkdir()
     with pytest.raises(PredictionsError, match=re.escape("no *.json prediction files")):
         prediction_rows(tmp_path / "empty")
+
+
+def test_a_prediction_file_that_names_no_page_of_the_run_is_a_warning(tmp_path: Path) -> None:
+    from orchestrator.runner import RunSpec, create_run
+    from orchestrator.store import Store
+    from orchestrator.testsets import LabelledPage, in_memory
+
+    (tmp_path / "other.json").write_text(json.dumps({"q1": "One."}), encoding="utf-8")
+    (tmp_path / "ours.json").write_text(json.dumps({"p1": "One."}), encoding="utf-8")
+    pages = [LabelledPage("set", "p1", "<p>One.</p>", "One.")]
+    store = Store(tmp_path / "store.sqlite")
+    spec = RunSpec(datasets=[], predictions={"other": str(tmp_path / "other.json"),
+                                             "ours": str(tmp_path / "ours.json")})
+    run_id = create_run(store, spec, memory=[in_memory("set", pages)])
+    warnings = store.details(run_id)["warnings"]
+    store.close()
+    assert [w.split(":")[0] for w in warnings] == ["other"]
+    assert "names none of the run's pages" in warnings[0]
