@@ -126,6 +126,7 @@ class FlatPage:
     _paths: dict[int, str] = field(default_factory=dict, repr=False)
     _too_deep: set[int] = field(default_factory=set, repr=False)
     _siblings: dict[int, dict[str, list[int]]] = field(default_factory=dict, repr=False)
+    _plain_steps: dict[str, str] = field(default_factory=dict, repr=False)  # name: /name
     _block_texts: tuple[list[str], list[int]] | None = field(default=None, repr=False)
 
     def block_texts(self) -> tuple[list[str], list[int]]:
@@ -183,7 +184,10 @@ class FlatPage:
         several children of that name."""
         parent, name = self.parents[element], self.names[element]
         same = (self._siblings.get(parent) or self._children_by_name(parent))[name]
-        return xpath_step(name, None if len(same) == 1 else bisect_left(same, element) + 1)
+        plain = self._plain_steps.get(name)
+        if plain is None:  # the name test is a regex match: once per name
+            plain = self._plain_steps[name] = xpath_step(name)
+        return plain if len(same) == 1 else f"{plain}[{bisect_left(same, element) + 1}]"
 
     def _children_by_name(self, parent: int) -> dict[str, list[int]]:
         """The children of `parent` by name, in document order, found by hopping from
