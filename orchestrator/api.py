@@ -190,6 +190,8 @@ def _resolve_dataset(path: str, roots: list[Path]) -> Path:
 def _spec_from(config: RunConfig, services: list[str] | None,
                options: dict[str, dict[str, Any]],
                backend: Literal["http", "embedded"] | None) -> RunSpec:
+    if services == []:  # named, but empty: not a request for the configured services
+        raise ServiceError(422, "invalid_request", "`services` names no service")
     names = services or config.services
     if not names:
         raise ServiceError(422, "invalid_request", "no services named")

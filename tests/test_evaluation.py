@@ -304,6 +304,8 @@ def test_the_api_answers_a_body_that_is_no_json_with_400_as_the_services_do(
         empty = client.post("/runs", content=b"", headers=headers)
         broken = client.post("/runs", content=b'{"dataset": ', headers=headers)
         wrong = client.post("/runs", json={"dataset": 3})
+        no_rows = client.post("/runs", json={"dataset": str(SAMPLE), "services": []})
+    assert (no_rows.status_code, no_rows.json()["detail"]) == (422, "`services` names no service")
     assert (empty.status_code, empty.json()["error"]) == (400, "empty_body")
     assert (broken.status_code, broken.json()["error"]) == (400, "malformed_json")
     assert (wrong.status_code, wrong.json()["error"]) == (422, "invalid_request")
