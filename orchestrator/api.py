@@ -75,7 +75,7 @@ from orchestrator.runner import (
     run_output_dir,
     run_summary,
 )
-from orchestrator.service_options import OptionsError, check_options
+from orchestrator.service_options import OptionsError, check_called, check_options
 from orchestrator.store import UNFINISHED, Store, StoreError, run_owner_alive
 from orchestrator.testsets import (
     ArchiveLimits,
@@ -195,17 +195,13 @@ def _spec_from(config: RunConfig, services: list[str] | None,
     names = services or config.services
     if not names:
         raise ServiceError(422, "invalid_request", "no services named")
-    not_called = [name for name in options if name not in names]
-    if not_called:  # a row label misspelt would otherwise run with default options
-        raise ServiceError(422, "invalid_options",
-                           f"options name {', '.join(not_called)}, which this run does not "
-                           f"call (its rows: {', '.join(names)})")
     for name in [*names, *options]:
         try:
             check_row(name)
         except ValueError as exc:
             raise ServiceError(422, "invalid_request", str(exc)) from None
     try:
+        check_called(options, names, "`options`")
         check_options({**config.options, **options})
     except OptionsError as exc:
         raise ServiceError(422, "invalid_options", str(exc)) from None

@@ -42,7 +42,7 @@ from rich.table import Table
 from orchestrator.config import LEGACY_STORE, ConfigError, RunConfig, load_config
 from orchestrator.launcher import MAX_PORT_BASE, LocalStack, StackError, check_services, free_port
 from orchestrator.models import RANK_KEYS
-from orchestrator.service_options import OptionsError, check_options
+from orchestrator.service_options import OptionsError, check_called, check_options
 from orchestrator.testsets import (
     SCRAPINGHUB_URL,
     DatasetError,
@@ -166,10 +166,10 @@ def run(
         "retries": retries, "store": store, "port_base": port_base,
     }
     config = _config(config_file, cli)
-    not_called = [name for name in options if name not in config.services]
-    if not_called:  # a row label misspelt would otherwise run with default options
-        raise typer.BadParameter(f"--option names {', '.join(not_called)}, which this run "
-                                 f"does not call (its rows: {', '.join(config.services)})")
+    try:
+        check_called(options, config.services, "--option")
+    except OptionsError as exc:
+        raise typer.BadParameter(str(exc)) from None
     if port_base is not None and config.mode != "http":
         raise typer.BadParameter("--port-base goes with --http (calling running services)")
     try:

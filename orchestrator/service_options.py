@@ -8,7 +8,7 @@ algorithm's options model, and names the service and the option.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -29,6 +29,15 @@ def options_model(row: str) -> type[Options] | None:
         return SERVICES[service_of(row)].algorithm().options_model
     except ImportError:
         return None
+
+
+def check_called(given: Iterable[str], rows: Sequence[str], label: str) -> None:
+    """OptionsError where `label` (the flag or field) gives options for a row the run
+    does not call: a row label misspelt would otherwise run with default options."""
+    not_called = [name for name in given if name not in rows]
+    if not_called:
+        raise OptionsError(f"{label} names {', '.join(not_called)}, which this run does "
+                           f"not call (its rows: {', '.join(rows)})")
 
 
 def check_options(options: Mapping[str, Mapping[str, Any]]) -> None:
