@@ -8,6 +8,10 @@ Member by member, a truncated or garbled record costs that record only. An
 uncompressed WARC has no such boundaries; FastWARC reads it as a stream, and a
 malformed record ends that file (reported, never fatal).
 
+No record larger than MAX_RECORD_BYTES is held in memory, compressed or not: a
+gzip member is dropped as it inflates past it, a record whose Content-Length passes
+it is streamed past unread, and a body's content coding is undone up to it only.
+
 A response counts as HTML by its HTTP Content-Type (text/html or
 application/xhtml+xml); a response without one is sniffed (the WHATWG MIME Sniffing
 standard's HTML signatures at the start of the body).
@@ -31,9 +35,11 @@ from shared.decoding import charset_parameter
 
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 _READ_BYTES = 1 << 20
-MAX_MEMBER_BYTES = 512 << 20
-"""A gzip member (a record, ISO 28500 annex D) that inflates past this is skipped as
-too large: a page that size is no page, and a small file could hold a gzip bomb."""
+MAX_RECORD_BYTES = 512 << 20
+"""A record past this is skipped as too large, without being kept: a gzip member (a
+record, ISO 28500 annex D) that inflates past it, a record whose Content-Length passes
+it (an uncompressed WARC's would be read whole otherwise), a body whose content coding
+inflates past it. A page that size is no page, and a small file could hold a gzip bomb."""
 # ISA-L's inflate error class (its type stubs declare it an instance).
 _INFLATE_ERROR = cast("type[Exception]", isal_zlib.error)
 # Tags whose appearance at the start of a body marks it as HTML (WHATWG MIME Sniffing,
@@ -42,7 +48,7 @@ _HTML_SIGNATURES = (b"<!doctype html", b"<html", b"<head", b"<script", b"<iframe
                     b"<div", b"<font", b"<table", b"<a", b"<style", b"<title", b"<b",
                     b"<body", b"<br", b"<p", b"<!--")
 
-OddKind = Literal["not_html", "truncated", "malformed", "too_large"]
+OddKind = Literal["not_html", "truncated", "malformed", "too_large", "duplicate_id"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,21 +113,21 @@ def sniff_html(body: bytes) -> bool:
 
 def read_warc(path: Path) -> Iterator[WarcItem]:
     """Every record of one WARC file, as a page, an odd record or another record."""
+    limit = MAX_RECORD_BYTES
     with path.open("rb") as stream:
         gzipped = stream.read(3) == _GZIP_MAGIC
         stream.seek(0)
         if gzipped:
-            for member in _gzip_members(stream):
+            for member in _gzip_members(stream, limit):
                 if isinstance(member, OddRecord):
                     yield member
                 else:
-                    yield from _records(io.BytesIO(member), whole=member.startswith(b"WARC/"))
+                    yield from _records(io.BytesIO(member), member.startswith(b"WARC/"), limit)
         else:
-            yield from _records(stream, whole=True)
+            yield from _records(stream, True, limit)
 
 
-def _gzip_members(stream: BinaryIO, limit: int = MAX_MEMBER_BYTES
-                  ) -> Iterator[bytes | OddRecord]:
+def _gzip_members(stream: BinaryIO, limit: int) -> Iterator[bytes | OddRecord]:
     """The decompressed gzip members of a stream, one at a time. A member that does not
     decompress is reported, and reading goes on at the next gzip header after it; one
     that inflates past `limit` bytes is inflated to its end and dropped as it goes."""
@@ -183,22 +189,27 @@ def _next_member(stream: BinaryIO, data: bytes) -> bytes:
         data = data[-2:] + more
 
 
-def _records(stream: BinaryIO, whole: bool) -> Iterator[WarcItem]:
+def _records(stream: BinaryIO, whole: bool, limit: int) -> Iterator[WarcItem]:
     if not whole:
         yield OddRecord("malformed", None, "a gzip member holds no WARC record")
         return
     try:
         for record in ArchiveIterator(stream, parse_http=False):
-            yield _classify(record)
+            yield _classify(record, limit)
     except OSError as exc:  # FastWARC's error for a record it cannot parse
         yield OddRecord("malformed", None, f"unreadable WARC record: {exc}")
 
 
-def _classify(record: WarcRecord) -> WarcItem:
+def _classify(record: WarcRecord, limit: int) -> WarcItem:
+    """What a record is. A block of more than `limit` bytes is judged by its header
+    alone: left unread, FastWARC streams past it to the next record."""
     if record.record_type != WarcRecordType.response:
         return OtherRecord(str(record.headers.get("WARC-Type") or "unknown"))
     record_id = record.record_id or None
     declared = record.content_length
+    if declared > limit:
+        return OddRecord("too_large", record_id,
+                         f"the record declares {declared:,} bytes, past {limit:,}")
     block = record.reader.read()
     if len(block) < declared:
         return OddRecord("truncated", record_id,
@@ -208,7 +219,9 @@ def _classify(record: WarcRecord) -> WarcItem:
         return OddRecord("malformed", record_id, "the response holds no HTTP message")
     headers = _header_fields(head)
     try:
-        body = _decoded_body(headers, body)
+        body = _decoded_body(headers, body, limit)
+    except _TooLargeError as exc:
+        return OddRecord("too_large", record_id, str(exc))
     except ValueError as exc:
         return OddRecord("malformed", record_id, str(exc))
     content_type = _media_type(headers.get(b"content-type", b""))
@@ -241,28 +254,37 @@ def _media_type(content_type: bytes) -> str | None:
     return content_type.split(b";", 1)[0].strip().lower().decode("latin-1") or None
 
 
-def _decoded_body(headers: dict[bytes, bytes], body: bytes) -> bytes:
+class _TooLargeError(ValueError):
+    """A body whose content coding inflates past the record limit."""
+
+
+def _decoded_body(headers: dict[bytes, bytes], body: bytes, limit: int) -> bytes:
     """The body as the server meant it: crawlers that archive the bytes as they came
     (Heritrix, wget) keep the chunked transfer coding and the gzip or deflate content
     coding (RFC 9112 section 7.1, RFC 9110 section 8.4). Common Crawl stores them
-    decoded, and renames the headers, so its bodies pass unchanged."""
+    decoded, and renames the headers, so its bodies pass unchanged. A coded body that
+    inflates past `limit` bytes raises _TooLargeError, with no more than that inflated."""
     if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
         body = _dechunk(body)
     coding = headers.get(b"content-encoding", b"").strip().lower()
     if coding in (b"gzip", b"x-gzip", b"deflate"):
         try:
             # 47: a gzip or a zlib header, detected; deflate also comes raw (-15).
-            body = _inflate(body, 47) if coding != b"deflate" or body[:1] == b"\x78" \
-                else _inflate(body, -15)
+            body = _inflate(body, 47, limit) if coding != b"deflate" or body[:1] == b"\x78" \
+                else _inflate(body, -15, limit)
         except zlib.error as exc:
             raise ValueError(f"the {coding.decode()} body does not decompress: {exc}") from None
     return body
 
 
-def _inflate(data: bytes, wbits: int) -> bytes:
-    """The stream inflated whole; one cut short (zlib does not raise for that) too."""
+def _inflate(data: bytes, wbits: int, limit: int) -> bytes:
+    """The stream inflated whole; one cut short (zlib does not raise for that) too. One
+    that inflates past `limit` is stopped there: a small body can be a gzip bomb."""
     decompressor = zlib.decompressobj(wbits)
-    inflated = decompressor.decompress(data) + decompressor.flush()
+    inflated = decompressor.decompress(data, limit + 1)
+    if len(inflated) > limit:
+        raise _TooLargeError(f"the body inflates past {limit:,} bytes")
+    inflated += decompressor.flush()
     if not decompressor.eof:
         raise zlib.error("the compressed data ends before its end marker")
     return inflated

@@ -282,15 +282,25 @@ def _is_file_output(out: Path) -> bool:
 
 
 def pending_pages(job: WarcJob, done: set[str], tally: Tally) -> Iterator[WarcPage]:
-    """The job's HTML pages not written yet, in file order; everything else counted."""
+    """The job's HTML pages not written yet, in file order; everything else counted.
+    `done` holds the ids OUT had before this run: a page among them is already written.
+    A page whose id came earlier in this run's input is an odd record (`duplicate_id`):
+    its row would share the id with another, and a resumed run could not tell them apart.
+    An id met moves from `done` to the run's own set, so none is held twice."""
+    seen: set[str] = set()
     for path in job.paths:
         item: WarcItem
         for item in read_warc(path):
             if isinstance(item, WarcPage):
+                if item.record_id in seen:
+                    tally.odd(OddRecord("duplicate_id", item.record_id,
+                                        "a record earlier in the input has this id"), path)
+                    continue
+                seen.add(item.record_id)
                 if item.record_id in done:
+                    done.discard(item.record_id)
                     tally.counts["already written"] += 1
                     continue
-                done.add(item.record_id)
                 tally.counts["HTML pages"] += 1
                 yield item
             elif isinstance(item, OddRecord):
@@ -493,7 +503,8 @@ def summary_table(job: WarcJob, tally: Tally, seconds: float) -> Table:
     table.add_column("count", justify="right")
     table.add_column("examples")
     order = ("HTML pages", "written", "extraction errors", "already written",
-             "not_html", "truncated", "malformed", "too_large", "other record types")
+             "not_html", "truncated", "malformed", "too_large", "duplicate_id",
+             "other record types")
     for key in order:
         table.add_row(key.replace("_", " "), f"{tally.counts[key]:,}",
                       "\n".join(tally.examples.get(key, [])))

@@ -482,3 +482,66 @@ def test_a_gzip_member_that_inflates_past_the_limit_is_skipped_and_reading_goes_
     assert isinstance(items[0], OddRecord)
     assert items[0].kind == "too_large"
     assert items[1] == warc_record(page)
+
+
+def test_an_uncompressed_record_past_the_limit_is_skipped_and_reading_goes_on(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An uncompressed WARC has no gzip member to bound a record: its Content-Length
+    does, before the block is read."""
+    monkeypatch.setattr("orchestrator.warc.MAX_RECORD_BYTES", 100_000)
+    small = [Response(f"https://a.example/{i}", b"<html><body><p>kept</p></body></html>")
+             .with_id() for i in range(2)]
+    big = Response("https://a.example/big", b"<p>" + b"x" * 200_000 + b"</p>").with_id()
+    path = tmp_path / "plain.warc"
+    path.write_bytes(b"".join(warc_record(r) for r in (small[0], big, small[1])))
+    items = list(read_warc(path))
+    assert [i.uri for i in items if isinstance(i, WarcPage)] == [r.uri for r in small]
+    (odd,) = [i for i in items if isinstance(i, OddRecord)]
+    assert (odd.kind, odd.record_id) == ("too_large", big.record_id)
+
+
+def test_a_body_whose_content_coding_inflates_past_the_limit_is_skipped(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A small record can hold a gzip bomb in its HTTP body: it is inflated up to the
+    limit only."""
+    monkeypatch.setattr("orchestrator.warc.MAX_RECORD_BYTES", 100_000)
+    bomb = Response("https://a.example/bomb", gzip.compress(b"<p>" + b"\0" * 5_000_000),
+                    headers=(("Content-Encoding", "gzip"),)).with_id()
+    page = Response("https://a.example/", b"<html><body><p>kept</p></body></html>").with_id()
+    path = tmp_path / "bomb.warc"
+    path.write_bytes(warc_record(bomb) + warc_record(page))
+    items = list(read_warc(path))
+    assert isinstance(items[0], OddRecord)
+    assert (items[0].kind, items[0].record_id) == ("too_large", bomb.record_id)
+    assert isinstance(items[1], WarcPage)
+    assert items[1].body == page.body
+
+
+def test_an_id_twice_in_the_input_is_a_duplicate_and_one_from_an_earlier_run_already_written(
+        tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from orchestrator.warc_job import Tally, WarcJob, pending_pages, summary_table
+
+    page = Response("https://a.example/", b"<html><body><p>twice</p></body></html>").with_id()
+    other = Response("https://a.example/other", b"<html><body><p>once</p></body></html>"
+                     ).with_id()
+    path = tmp_path / "twice.warc"
+    path.write_bytes(warc_record(page) + warc_record(other) + warc_record(page))
+    job = WarcJob([path], SERVICE, tmp_path / "rows.jsonl")
+    fresh = Tally()
+    assert [p.record_id for p in pending_pages(job, set(), fresh)] == \
+        [page.record_id, other.record_id]
+    assert fresh.counts["duplicate_id"] == 1
+    assert fresh.counts["already written"] == 0
+    assert page.record_id in fresh.examples["duplicate_id"][0]
+    console = Console(width=200, record=True)
+    console.print(summary_table(job, fresh, 1.0))
+    counts = {line.split("│")[1].strip(): line.split("│")[2].strip()
+              for line in console.export_text().splitlines() if line.count("│") >= 3}
+    assert (counts["duplicate id"], counts["already written"]) == ("1", "0")
+    resumed = Tally()
+    assert [p.record_id for p in pending_pages(job, {page.record_id}, resumed)] == \
+        [other.record_id]
+    assert resumed.counts["already written"] == 1
+    assert resumed.counts["duplicate_id"] == 1
