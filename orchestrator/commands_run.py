@@ -20,6 +20,7 @@ article-extraction benchmark's layout, orchestrator/predictions.py) as a row sco
 beside the services; `boilerbench score` scores such files alone, without
 extracting. Options are checked against each service's options model before
 anything starts (exit 2), and a run in which a service failed every page exits 1.
+`--resume` of a finished run starts nothing: it prints the run's results as recorded.
 
 The runner, the store and the statistics are imported inside the commands that use
 them, so the other commands (and `--help`) load neither aiohttp nor SciPy.
@@ -42,7 +43,12 @@ from rich.table import Table
 from orchestrator.config import LEGACY_STORE, ConfigError, RunConfig, load_config
 from orchestrator.launcher import MAX_PORT_BASE, LocalStack, StackError, check_services, free_port
 from orchestrator.models import RANK_KEYS
-from orchestrator.service_options import OptionsError, check_called, check_options
+from orchestrator.service_options import (
+    OptionsError,
+    check_called,
+    check_options,
+    unused_options,
+)
 from orchestrator.testsets import (
     SCRAPINGHUB_URL,
     DatasetError,
@@ -130,7 +136,8 @@ def run(
     retries: Annotated[int | None, typer.Option(
         help=f"Retries on connection errors/5xx (default {_default('retries')}).")] = None,
     store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
-    resume: Annotated[str | None, typer.Option(help="Resume this unfinished run id.")] = None,
+    resume: Annotated[str | None, typer.Option(
+        help="Resume this unfinished run id (a finished one: print its results).")] = None,
     predictions: Annotated[Path | None, typer.Option(
         help="A prediction file (<name>.json: {page id: {\"articleBody\": text}}) or a folder"
              " of them, each scored as a row beside the services.")] = None,
@@ -177,6 +184,9 @@ def run(
     except OptionsError as exc:
         console.print(f"[red]invalid options: {exc}")
         raise typer.Exit(2) from None
+    unused = None if resume else unused_options(config.options, config.services)
+    if unused:
+        console.print(f"[yellow]warning: {escape(unused)}", highlight=False, soft_wrap=True)
     from orchestrator.predictions import PredictionsError, prediction_rows
     from orchestrator.runner import RunSpec
     from orchestrator.store import StoreError, run_owner_alive
@@ -215,10 +225,14 @@ def run(
                               f"{run_id}`", soft_wrap=True)
                 raise typer.Exit(2)
             spec = RunSpec.model_validate(db.spec(run_id))
-            _check_assumed_services(spec, config)
+            finished = info.status == "finished"
+            if not finished:
+                _check_assumed_services(spec, config)
         else:
             spec, run_id = _new_run(db, config, rows, rank_by)
-        results = _execute(db, run_id, spec, config)
+            finished = False
+        results = (_finished_results(db, run_id, spec) if finished
+                   else _execute(db, run_id, spec, config))
         warnings = db.details(run_id)["warnings"]
     except StoreError as exc:
         console.print(f"[red]{exc}", soft_wrap=True)
@@ -387,6 +401,25 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[P
         finally:
             if stack is not None:
                 stack.stop()
+
+
+def _finished_results(db: Store, run_id: str, spec: RunSpec) -> list[PageResult]:
+    """The stored results of a run resumed after it finished: there is nothing left to
+    extract or score, so no service is started and the reports are kept as they are
+    (written again only where they are gone, from the stored scores)."""
+    from orchestrator.runner import run_output_dir, write_run_outputs
+
+    console.print(f"run {run_id} is already finished: nothing to resume; its results as "
+                  "recorded", highlight=False, soft_wrap=True)
+    results = db.results(run_id)
+    output_folder = Path(spec.output_folder)
+    if not (run_output_dir(output_folder, run_id) / "results.json").exists():
+        try:
+            write_run_outputs(db, run_id, output_folder, results)
+        except OSError as exc:
+            console.print(f"[yellow]its reports are gone and cannot be written again to "
+                          f"{output_folder}: {exc.strerror or exc}", soft_wrap=True)
+    return results
 
 
 def _print_results(results: list[PageResult], run_id: str, output_folder: Path,

@@ -43,7 +43,9 @@ Keys (file key; environment variable `BOILERBENCH_<KEY>`; CLI flag), default in 
   side by side (`trafilatura,trafilatura@no-comments`).
 - service.<name>.url: base URL of that service (it is then called over HTTP).
 - service.<name>.options: JSON object of that service's options [{}]; `<name>` may be
-  `<service>@<label>` (those options are that row's alone).
+  `<service>@<label>` (those options are that row's alone). Options of a row the run
+  does not call are not used, with a warning naming it (one file serves runs that
+  narrow `--services`).
 - mode: `local` (start the services as local processes; services given a URL are
   called there), `http` (call URLs; default http://127.0.0.1:<registry port>), or
   `embedded` or `in-process` (extractors in a pool of worker processes, no HTTP) [local].

@@ -152,7 +152,7 @@ def table_rows(summary: Summary) -> tuple[list[str], list[list[str]]]:
             _fmt(shingle.precision) if shingle else "–",
             _fmt(shingle.recall) if shingle else "–",
             _fmt(shingle.accuracy) if shingle else "–",
-            _fmt(row.rouge_lsum.mean) if row.rouge_lsum else "–",
+            _rouge_lsum(row),
         ])
     return header, rows
 
@@ -183,6 +183,16 @@ def _block_f1(row: ServiceSummary) -> str:
     scored = row.pages - row.skipped - row.unscored
     figure = _fmt(block.macro["f1"].mean)
     return figure if block.pages >= scored else f"{figure} ({block.pages} of {scored} pages)"
+
+
+def _rouge_lsum(row: ServiceSummary) -> str:
+    """ROUGE-LSum is not computed on a page too long for it (field_metrics.ROUGE_MAX_CELLS),
+    so its mean can cover fewer pages than the row's other figures: the cell says over
+    how many of the scored pages, where that is not all of them (as _block_f1 does)."""
+    scored = row.pages - row.skipped - row.unscored
+    covered = row.rouge_lsum.n if row.rouge_lsum else 0
+    figure = _fmt(row.rouge_lsum.mean) if row.rouge_lsum else "–"
+    return figure if covered >= scored else f"{figure} ({covered} of {scored} pages)"
 
 
 def pairwise_rows(summary: Summary) -> tuple[list[str], list[list[str]]]:
@@ -319,7 +329,8 @@ def markdown_summary(run: RunInfo, summary: Summary) -> str:
              "counts summed over pages. Shingle figures: the article-extraction benchmark's "
              "metric (4-token shingles; F1 of the precision and recall means, ± the bootstrap "
              "standard deviation; exact: share of pages whose tokens equal the gold's). "
-             "ROUGE-LSum: per-page mean F1. Errors count as empty output; skipped pages are "
+             "ROUGE-LSum: per-page mean F1, `(n of m pages)` where pages too long for it are "
+             "left out. Errors count as empty output; skipped pages are "
              "left out. Flags: `file` a prediction file; `in-sample` a model scored on the "
              "test set it was trained on.",
              "", *_md_table(header, rows)]
@@ -679,7 +690,8 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult],
         "over pages; bag F1 by bag of words. Shingle figures: the article-extraction "
         "benchmark's metric (4-token shingles; F1 of the precision and recall means ± the "
         "bootstrap standard deviation; exact: share of pages whose tokens equal the gold's). "
-        "ROUGE-LSum: per-page mean F1. Flags: <i>file</i> a prediction file, <i>in-sample</i> "
+        "ROUGE-LSum: per-page mean F1, <i>(n of m pages)</i> where pages too long for it "
+        "are left out. Flags: <i>file</i> a prediction file, <i>in-sample</i> "
         "a model scored on the test set it was trained on. Errors count as empty output; "
         "skipped pages are left out.</p>",
         _html_table(header, rows, "results-table"),

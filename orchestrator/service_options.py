@@ -31,13 +31,29 @@ def options_model(row: str) -> type[Options] | None:
         return None
 
 
+def _not_called(given: Iterable[str], rows: Sequence[str]) -> list[str]:
+    return [name for name in given if name not in rows]
+
+
 def check_called(given: Iterable[str], rows: Sequence[str], label: str) -> None:
     """OptionsError where `label` (the flag or field) gives options for a row the run
     does not call: a row label misspelt would otherwise run with default options."""
-    not_called = [name for name in given if name not in rows]
+    not_called = _not_called(given, rows)
     if not_called:
         raise OptionsError(f"{label} names {', '.join(not_called)}, which this run does "
                            f"not call (its rows: {', '.join(rows)})")
+
+
+def unused_options(configured: Iterable[str], rows: Sequence[str]) -> str | None:
+    """One line naming the rows the configuration (file or BOILERBENCH_OPTIONS) gives
+    options for but the run does not call, else None. A warning, not a refusal as
+    check_called's: a configuration file is shared by runs that narrow --services, but
+    a misspelt row label in it must not pass unseen."""
+    unused = _not_called(configured, rows)
+    if not unused:
+        return None
+    return (f"the configuration gives options for {', '.join(unused)}, which this run "
+            f"does not call (its rows: {', '.join(rows)}); they are not used")
 
 
 def check_options(options: Mapping[str, Mapping[str, Any]]) -> None:

@@ -5,10 +5,12 @@ line."""
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,7 +36,9 @@ from orchestrator.launcher import (
     check_service,
     service_port,
 )
+from orchestrator.runner import Outcome, RunSpec, create_run, execute_run
 from orchestrator.store import Store
+from orchestrator.testsets import LabelledPage, in_memory
 from shared.registry import SERVICES
 from tests.helpers import SAMPLE, set_run_owner
 from tests.servers import REPO, free_port, local_stack, serve_app, serve_http
@@ -552,6 +556,68 @@ def test_run_refuses_at_once_what_it_could_not_finish(tmp_path: Path,
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+class _GoldExtractor:
+    """An extractor double that answers every page with its gold text at once."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def start(self) -> None:
+        return None
+
+    async def extract(self, row: str, html: str, options: dict[str, object]) -> Outcome:
+        return Outcome(text=self.text, elapsed_ms=1.0, extract_ms=1.0)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_resuming_a_finished_run_starts_nothing_and_keeps_its_reports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finished run has nothing left to do: `--resume` of it neither starts its
+    services nor scores again, but prints its table and reports as the run did, and
+    writes the reports again only where they are gone."""
+    store = tmp_path / "runs.sqlite"
+    db = Store(store)
+    gold = "The harbour bridge opened again today."
+    pages = [LabelledPage("set", f"p{i}", f"<p>Menu</p><p>{gold}</p>", gold) for i in range(2)]
+    run_id = create_run(db, RunSpec(datasets=[], services=["bte"], local=True,
+                                    scoring_processes=1, output_folder=str(tmp_path / "out")),
+                        memory=[in_memory("set", pages)])
+    asyncio.run(execute_run(db, run_id, extractor=_GoldExtractor(gold)))
+    db.close()
+    reports = tmp_path / "out" / run_id
+    written = {path: path.stat().st_mtime_ns for path in reports.rglob("*") if path.is_file()}
+    assert reports / "results.json" in written
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a finished run was run again")
+
+    monkeypatch.setattr("orchestrator.runner.execute_run", never)
+    monkeypatch.setattr("orchestrator.commands_run.LocalStack", never)
+    monkeypatch.setattr("orchestrator.runner.ScoringPool", never)
+    result = CliRunner().invoke(app, ["run", "--resume", run_id, "--store", str(store)],
+                                terminal_width=200)
+    assert result.exit_code == 0, result.output
+    output = " ".join(result.output.split())
+    assert f"run {run_id} is already finished: nothing to resume" in output
+    assert f"Run {run_id}" in output
+    assert "bte" in output
+    assert f"report.html: {reports / 'report.html'}" in output
+    assert {path: path.stat().st_mtime_ns for path in written} == written
+    db = Store(store)
+    assert db.counts(run_id)["done"] == 2
+    db.close()
+
+    shutil.rmtree(reports)
+    result = CliRunner().invoke(app, ["run", "--resume", run_id, "--store", str(store)],
+                                terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert json.loads((reports / "results.json").read_text(encoding="utf-8"))["run"][
+        "status"] == "finished"
+    assert (reports / "report.html").is_file()
 
 
 def test_a_stack_names_its_members_to_the_ensemble_and_no_one_else(

@@ -181,3 +181,43 @@ def test_a_configuration_file_that_is_not_utf8_is_a_configuration_error(tmp_path
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ConfigError, match="not UTF-8 text"):
         read_config_file(path)
+
+
+def test_file_options_for_rows_the_run_does_not_call_are_one_warning_not_a_refusal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One file serves runs that narrow --services: its options for the rows left out
+    are named in one warning line and the run goes ahead, while --option for a row the
+    run does not call is still refused."""
+    import typer
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    file = tmp_path / "config.txt"
+    file.write_text("services:justext,bte;\n"
+                    'service.justext.options:{"language": "English"};\n'
+                    "service.bte.options:{};\n"
+                    "service.bte@plian.options:{};\n", encoding="utf-8")
+    started: list[bool] = []
+
+    def new_run(*args: object, **kwargs: object) -> None:
+        started.append(True)
+        raise typer.Exit(3)
+
+    monkeypatch.setattr("orchestrator.commands_run._new_run", new_run)
+    store = ["--store", str(tmp_path / "runs.sqlite")]
+
+    def run(*args: str) -> tuple[int, list[str]]:
+        result = CliRunner().invoke(app, ["run", "--config", str(file), *store, *args],
+                                    terminal_width=200)
+        return result.exit_code, [line for line in result.output.splitlines()
+                                  if "warning" in line]
+
+    assert run("--services", "bte") == (3, [
+        "warning: the configuration gives options for justext, bte@plian, which this run "
+        "does not call (its rows: bte); they are not used"])
+    assert run("--services", "bte,bte@plian,justext") == (3, [])
+    assert started == [True, True]
+    code, _ = run("--services", "bte", "--option", 'cetd={"x": 1}')
+    assert code == 2
+    assert started == [True, True]

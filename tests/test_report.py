@@ -19,7 +19,14 @@ from rich.console import Console
 from orchestrator.models import PageResult, RunInfo
 from orchestrator.pagediff import page_diff, segments_html
 from orchestrator.predictions import read_predictions
-from orchestrator.report import PALETTE, detail_rows, page_columns, render_table, write_outputs
+from orchestrator.report import (
+    PALETTE,
+    detail_rows,
+    page_columns,
+    render_table,
+    table_rows,
+    write_outputs,
+)
 from orchestrator.scoring import prepare_page, score_empty, score_extraction
 from orchestrator.statistics import summarize
 from shared.contract import Block
@@ -301,3 +308,38 @@ def test_a_block_mean_over_fewer_pages_says_over_how_many() -> None:
     rows = detail_rows(summarize(results))[1]
     assert rows[0][2] == "1.000 (1 of 5 pages)"
     assert detail_rows(summarize(results[:1]))[1][0][2] == "1.000"
+
+
+def test_a_rouge_mean_over_fewer_pages_says_over_how_many_in_every_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ROUGE-LSum is not computed on a page too long for it: the printed, markdown and
+    HTML tables say over how many of the row's scored pages the mean is, as results.json
+    counts them, and a row that has it on every page shows the bare figure."""
+    monkeypatch.setattr("orchestrator.field_metrics.ROUGE_MAX_CELLS", 100)
+    short, long = "alpha beta gamma delta", " ".join(f"word{i}" for i in range(20))
+    results = []
+    for i, gold in enumerate([short, short, long]):
+        ref = prepare_page(f"<html><body><p>{gold}</p></body></html>", gold)
+        for service in ("wordy", "terse"):
+            text = gold if service == "wordy" or gold == short else "word1 word2"
+            results.append(PageResult(run_id="r", dataset="d", page_id=f"p{i}",
+                                      service=service, status="ok", text=text,
+                                      scores=score_extraction(ref, text, None)))
+    summary = summarize(results)
+    assert summary.get("wordy", "d").rouge_lsum.n == 2  # 20 x 20 tokens: past the limit
+    assert summary.get("terse", "d").rouge_lsum.n == 3
+    header, rows = table_rows(summary)
+    cells = {row[1]: row[header.index("ROUGE-LSum")] for row in rows}
+    assert cells == {"wordy": "1.000 (2 of 3 pages)", "terse": cells["terse"]}
+    assert "of" not in cells["terse"]
+    run = RunInfo(id="r", datasets=["d"], services=["wordy", "terse"])
+    paths = write_outputs(tmp_path, run, results)
+    document = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert {row["service"]: row["rouge_lsum"]["n"] for row in document["summary"]["services"]
+            } == {"wordy": 2, "terse": 3}
+    assert "| 1.000 (2 of 3 pages) |" in paths["markdown"].read_text(encoding="utf-8")
+    assert '<td class=num>1.000 (2 of 3 pages)</td>' in paths["html"].read_text(
+        encoding="utf-8")
+    console = Console(width=400, record=True)
+    console.print(render_table(summary, width=400))
+    assert "1.000 (2 of 3 pages)" in console.export_text()
