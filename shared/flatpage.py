@@ -124,7 +124,7 @@ class FlatPage:
     marks: dict[int, tuple[str, str]] = field(default_factory=dict)  # element: (class, id)
     tree: PathTree = "html5"  # the parse `path` names elements of: lexbor's, or lxml's
     _paths: dict[int, str] = field(default_factory=dict, repr=False)
-    _too_deep: set[int] = field(default_factory=set, repr=False)
+    _depths: list[int] = field(default_factory=list, repr=False)  # ancestors; deep pages only
     _siblings: dict[int, dict[str, list[int]]] = field(default_factory=dict, repr=False)
     _plain_steps: dict[str, str] = field(default_factory=dict, repr=False)  # name: /name
     _block_texts: tuple[list[str], list[int]] | None = field(default=None, repr=False)
@@ -149,35 +149,56 @@ class FlatPage:
     def path(self, element: int) -> str | None:
         """XPath of an element, in lxml's getpath form (/html/body/div[2]/p: an index
         only where the parent has several children of that name); None for an element
-        nested deeper than MAX_PATH_DEPTH, whose path would outweigh its text. Paths
+        with MAX_PATH_DEPTH ancestors or more, whose path would outweigh its text. Paths
         are kept, so the blocks of a page share their ancestors' work, and only
         asked-for elements and their ancestors are named."""
         paths = self._paths
         found = paths.get(element)
         if found is not None:
             return found
-        if not paths:
-            paths[0] = "/" + self.names[0]
-            if element == 0:
-                return paths[0]
         known = paths.get(self.parents[element])
         if known is not None and len(known) < 2 * MAX_PATH_DEPTH:  # one step (most blocks)
             found = paths[element] = known + self._step(element)
             return found
-        missing = [element]
-        while (element := self.parents[element]) not in paths:
-            missing.append(element)
-            if len(missing) > MAX_PATH_DEPTH or element in self._too_deep:
-                self._too_deep.update(missing)  # each element is climbed past once
-                return None
-        known = paths[element]  # a step takes 2+ characters: count them only if it matters
-        if (len(known) // 2 + len(missing) > MAX_PATH_DEPTH
-                and known.count("/") + len(missing) > MAX_PATH_DEPTH):
-            self._too_deep.update(missing)
+        return self._climb(element)
+
+    def _climb(self, element: int) -> str | None:
+        """path() where the parent has no short path: names the element and its
+        ancestors up to the nearest named one, unless the element is too deep. That
+        depends on its depth alone, whatever was asked before: the named ancestor's
+        path bounds it (a step holds one "/" or more), and where that does not settle
+        it, the page's depths are counted, once. A climb names what it passes or stops
+        after MAX_PATH_DEPTH ancestors, so a deep page takes linear time."""
+        paths, parents, depths = self._paths, self.parents, self._depths
+        if not paths:
+            paths[0] = "/" + self.names[0]
+            if element == 0:
+                return paths[0]
+        if depths and depths[element] >= MAX_PATH_DEPTH:
             return None
-        for element in reversed(missing):
-            paths[element] = paths[self.parents[element]] + self._step(element)
-        return paths[missing[0]]
+        missing = [element]
+        ancestor = parents[element]
+        while ancestor not in paths:
+            if len(missing) == MAX_PATH_DEPTH:  # that many ancestors: too deep
+                self._count_depths()
+                return None
+            missing.append(ancestor)
+            ancestor = parents[ancestor]
+        if (paths[ancestor].count("/") + len(missing) > MAX_PATH_DEPTH
+                and self._count_depths()[element] >= MAX_PATH_DEPTH):
+            return None
+        for climbed in reversed(missing):
+            paths[climbed] = paths[parents[climbed]] + self._step(climbed)
+        return paths[element]
+
+    def _count_depths(self) -> list[int]:
+        """Each element's number of ancestors (a parent comes before its children)."""
+        if not self._depths:
+            depths = self._depths = [0] * len(self.parents)
+            parents = self.parents
+            for element in range(1, len(parents)):
+                depths[element] = depths[parents[element]] + 1
+        return self._depths
 
     def _step(self, element: int) -> str:
         """The last step of an element's path: /name, or /name[k] where its parent has

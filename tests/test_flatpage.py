@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 from shared.flatpage import (
@@ -181,11 +182,39 @@ def test_paths_of_very_deep_elements_are_left_out() -> None:
     page = flatten_html("<table><tr><td>x" * 2000)
     deepest = len(page.names) - 1
     assert page.path(deepest) is None
-    assert page.path(deepest - 1) is None  # the climb is remembered, not repeated
+    assert page.path(deepest - 1) is None
     shallow = next(e for e in range(len(page.names)) if page.names[e] == "td")
     assert page.path(shallow) == "/html/body/table/tbody/tr/td"
     assert all(len((page.path(e) or "").split("/")) <= MAX_PATH_DEPTH + 1
                for e in range(len(page.names)))
+
+
+def test_which_paths_are_left_out_does_not_depend_on_the_order_asked() -> None:
+    """On a page nested past MAX_PATH_DEPTH, an element's path is None exactly when it
+    has MAX_PATH_DEPTH ancestors or more, whether elements are asked root first, deepest
+    first or shuffled (a climb from a deep element must not leave its shallow ancestors
+    without a path)."""
+    html = "<table><tr><td>x" * 2000
+    expected = flatten_html(html)
+    count = len(expected.names)
+    depths = [0] * count
+    for element in range(1, count):
+        depths[element] = depths[expected.parents[element]] + 1
+    too_deep = {e for e in range(count) if depths[e] >= MAX_PATH_DEPTH}
+    assert 0 < len(too_deep) < count
+    shuffled = list(range(count))
+    random.Random(7).shuffle(shuffled)
+    for order in (range(count), reversed(range(count)), shuffled):
+        page = flatten_html(html)
+        paths = {e: page.path(e) for e in order}
+        assert {e for e, path in paths.items() if path is None} == too_deep
+        assert all(len(path.split("/")) == depths[e] + 2
+                   for e, path in paths.items() if path is not None)
+    # The blocks (one per <td>) in either order: the same paths.
+    containers = [block.container for block in expected.blocks]
+    forward = [expected.path(c) for c in containers]
+    backward = flatten_html(html)
+    assert [backward.path(c) for c in reversed(containers)] == forward[::-1]
 
 
 def test_class_and_id_attributes_are_kept_when_asked() -> None:
