@@ -325,7 +325,7 @@ def markdown_summary(run: RunInfo, summary: Summary) -> str:
              f"rows: {', '.join(run.services) or '–'}.",
              *[f"Options of `{row}`: `{options}`." for row, options in _row_options(run)],
              "",
-             "Word figures: per-page means (macro) with a bootstrap 95% interval; micro F1 from "
+             "Word figures: per-page means (macro) with a bootstrap-t 95% interval; micro F1 from "
              "counts summed over pages. Shingle figures: the article-extraction benchmark's "
              "metric (4-token shingles; F1 of the precision and recall means, ± the bootstrap "
              "standard deviation; exact: share of pages whose tokens equal the gold's). "
@@ -686,7 +686,7 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult],
     parts += [
         "<h2>Results</h2>",
         '<p class="note">Ranked best first per dataset. Word figures by token alignment '
-        "(LCS): per-page means with a bootstrap 95% interval; micro F1 from counts summed "
+        "(LCS): per-page means with a bootstrap-t 95% interval; micro F1 from counts summed "
         "over pages; bag F1 by bag of words. Shingle figures: the article-extraction "
         "benchmark's metric (4-token shingles; F1 of the precision and recall means ± the "
         "bootstrap standard deviation; exact: share of pages whose tokens equal the gold's). "
