@@ -92,7 +92,7 @@ def _config(config_file: Path | None, cli: dict[str, Any]) -> RunConfig:
     try:
         config = load_config(config_file, cli)
     except ConfigError as exc:
-        console.print(f"[red]configuration error: {exc}")
+        _error(f"configuration error: {exc}")
         raise typer.Exit(2) from None
     return config
 
@@ -182,7 +182,7 @@ def run(
     try:
         check_options(config.options)
     except OptionsError as exc:
-        console.print(f"[red]invalid options: {exc}")
+        _error(f"invalid options: {exc}")
         raise typer.Exit(2) from None
     unused = None if resume else unused_options(config.options, config.services)
     if unused:
@@ -196,7 +196,7 @@ def run(
         try:
             rows = prediction_rows(predictions, config.services)
         except PredictionsError as exc:
-            console.print(f"[red]{exc}")
+            _error(str(exc))
             raise typer.Exit(2) from None
     if resume:
         given = {"--dataset": dataset, "--services": services, "--out": output,
@@ -235,7 +235,7 @@ def run(
                    else _execute(db, run_id, spec, config))
         warnings = db.details(run_id)["warnings"]
     except StoreError as exc:
-        console.print(f"[red]{exc}", soft_wrap=True)
+        _error(str(exc))
         raise typer.Exit(1) from None
     finally:
         db.close()
@@ -268,7 +268,7 @@ def score(
     try:
         rows = prediction_rows(predictions)
     except PredictionsError as exc:
-        console.print(f"[red]{exc}")
+        _error(str(exc))
         raise typer.Exit(2) from None
     db = _open_store(config.store_path)
     try:
@@ -299,6 +299,12 @@ def _store_hint(run_id: str, config: RunConfig) -> str:
     return "; name its store with --store PATH (or BOILERBENCH_STORE)"
 
 
+def _error(text: str) -> None:
+    """One line in red, as it is: file names may hold [brackets], which rich would take
+    for markup (dropping them, or failing on a closing tag)."""
+    console.print(f"[red]{escape(text)}", soft_wrap=True)
+
+
 def _check_rank_by(rank_by: str) -> None:
     if rank_by not in RANK_KEYS:
         raise typer.BadParameter(f"--rank-by takes one of {', '.join(RANK_KEYS)}")
@@ -312,10 +318,10 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
         sets = config.dataset_folders()
         memory = [found for path in config.dataset_files() for found in open_dataset_file(path)]
     except ConfigError as exc:
-        console.print(f"[red]configuration error: {exc}")
+        _error(f"configuration error: {exc}")
         raise typer.Exit(2) from None
     except DatasetError as exc:
-        console.print(f"[red]{exc}", soft_wrap=True)
+        _error(str(exc))
         raise typer.Exit(2) from None
     if not sets and not memory:
         sets = [("sample", SAMPLE_DIR / "html", SAMPLE_DIR / "content", SAMPLE_DIR / "feeds")]
@@ -331,7 +337,7 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
     try:
         run_id = create_run(db, spec, [folder_source(*s) for s in sets], memory)
     except (DatasetError, ValueError) as exc:  # PredictionsError is a ValueError
-        console.print(f"[red]{exc}")
+        _error(str(exc))
         raise typer.Exit(2) from None
     return RunSpec.model_validate(db.spec(run_id)), run_id
 
@@ -355,6 +361,7 @@ def _check_assumed_services(spec: RunSpec, config: RunConfig) -> None:
 
 
 def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[PageResult]:
+    from orchestrator.predictions import PredictionsError
     from orchestrator.runner import RunCancelledError, execute_run
     from orchestrator.store import StoreError
 
@@ -388,8 +395,8 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[P
             console.print(f"[yellow]interrupted; resume with --resume {run_id} --store "
                           f"{config.store_path}", soft_wrap=True)
             raise typer.Exit(130) from None
-        except DatasetError as exc:  # a resumed run whose test set has moved
-            console.print(f"[red]{exc}", soft_wrap=True)
+        except (DatasetError, PredictionsError) as exc:  # its input files gone or unreadable
+            _error(str(exc))
             raise typer.Exit(2) from None
         except RunCancelledError as exc:
             console.print(f"[yellow]{exc}")
@@ -433,9 +440,10 @@ def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
     out.print(render_table(summary, title=f"Run {run_id}", width=out.width))
     for cells in detail_rows(summary)[1]:
         if cells[-1] != "–":
-            console.print(f"[yellow]{cells[0]} on {cells[1]}: {cells[-1]}")
+            console.print(f"[yellow]{escape(f'{cells[0]} on {cells[1]}: {cells[-1]}')}",
+                          soft_wrap=True)
     for warning in warnings or []:
-        console.print(f"[yellow]warning: {warning}")
+        console.print(f"[yellow]warning: {escape(warning)}", soft_wrap=True)
     errors = [r for r in results if r.status == "error"]
     if errors:
         by_service: dict[str, int] = {}
@@ -444,13 +452,14 @@ def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
         console.print("[yellow]errors (scored as empty output): " + ", ".join(
             f"{s}: {n}" for s, n in sorted(by_service.items())))
         first = errors[0]
-        console.print(f"[yellow]  e.g. {first.service} on {first.dataset}/{first.page_id}: "
-                      f"{first.error}")
+        console.print("[yellow]  e.g. " + escape(f"{first.service} on {first.dataset}/"
+                                                  f"{first.page_id}: {first.error}"),
+                      soft_wrap=True)
     out_dir = run_output_dir(output_folder, run_id)
     for name in ("results.json", "pages.csv", "summary.md", "report.html", "outputs", "tables",
                  "plots"):
         if (out_dir / name).exists():  # an unfinished run has none yet
-            out.print(f"{name}: {out_dir / name}")
+            out.print(escape(f"{name}: {out_dir / name}"), soft_wrap=True)
     failed = [row.service for row in summary.services
               if row.source == "service" and row.pages and row.errors == row.pages]
     if failed:
@@ -543,7 +552,7 @@ def _open_store(path: Path, *, existing: bool = False) -> Store:
     try:
         return Store(path)
     except StoreError as exc:
-        console.print(f"[red]{exc}", soft_wrap=True)
+        _error(str(exc))
         raise typer.Exit(2) from None
 
 
@@ -592,7 +601,7 @@ def runs_show(
         raise typer.Exit(2)
     out.print(f"run {run_id}: {info.status}, {info.counts}")
     for warning in db.details(run_id)["warnings"]:
-        console.print(f"[yellow]warning: {warning}")
+        console.print(f"[yellow]warning: {escape(warning)}", soft_wrap=True)
     results = db.results(run_id)
     spec = RunSpec.model_validate(db.spec(run_id))
     db.close()

@@ -2,12 +2,13 @@
 
 A prediction file is JSON `{page id: {"articleBody": text}}`, or the same mapping
 under `"output"` beside a `"version"` (both as the Zyte benchmark publishes them), or
-plainly `{page id: text}`; null is no text. Every run writes one per service
-(`outputs/<service>.json` in its output folder), and a run can score such files beside
-its live services: each `<name>.json` of a folder, or one such file named alone, is a
-row named `<name>` (`<name>.json` when a live service has that name), scored from its
-texts without extracting again. In a run over several test sets the keys are
-`<dataset>/<page id>`; a bare page id is accepted for any of them.
+plainly `{page id: text}`; null is no text; a file whose entries are objects none of
+which has "articleBody" is of another layout and refused. Every run writes one per
+service (`outputs/<service>.json` in its output folder), and a run can score such
+files beside its live services: each `<name>.json` of a folder, or one such file
+named alone, is a row named `<name>` (`<name>.json` when a live service has that
+name), scored from its texts without extracting again. In a run over several test
+sets the keys are `<dataset>/<page id>`; a bare page id is accepted for any of them.
 """
 
 from __future__ import annotations
@@ -27,23 +28,47 @@ class PredictionsError(ValueError):
 
 
 def read_predictions(path: Path) -> dict[str, str]:
-    """Page key -> extracted text of one prediction file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    """Page key -> extracted text of one prediction file. Entries of another layout (objects
+    without "articleBody" all through the file) are refused, not read as empty texts that
+    would score every page 0."""
+    try:  # bytes: JSON's own detection takes a BOM and UTF-16, as for JSON test sets
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or text
         raise PredictionsError(f"{path}: not a readable JSON file ({exc})") from None
     if isinstance(data, dict) and "output" in data and isinstance(data["output"], dict):
         data = data["output"]
     if not isinstance(data, dict):
         raise PredictionsError(f"{path}: expected {{page id: {{\"articleBody\": text}}}}")
     texts: dict[str, str] = {}
+    bodies = 0
+    other_keys: set[str] = set()
     for key, entry in data.items():
+        if isinstance(entry, dict):
+            bodies += "articleBody" in entry
+            other_keys.update(k for k in entry if k != "articleBody")
         body = entry.get("articleBody") if isinstance(entry, dict) else entry
         if body is not None and not isinstance(body, str):
             raise PredictionsError(f"{path}: page {key!r}: expected {{\"articleBody\": "
                                    f"text}} or the text, not {json.dumps(entry)[:60]}")
-        texts[str(key)] = body or ""
+        texts[str(key)] = _utf8(path, key, body or "")
+    if other_keys and not bodies:
+        raise PredictionsError(f"{path}: no page has an \"articleBody\" (the entries have "
+                               f"{', '.join(sorted(other_keys)[:5])}); expected {{page id: "
+                               f"{{\"articleBody\": text}}}}")
     return texts
+
+
+def _utf8(path: Path, key: str, text: str) -> str:
+    """The text, if UTF-8 can hold it: JSON may escape a lone surrogate (\\udce9, as
+    tools that read undecodable bytes with surrogateescape write), which the store
+    and the reports cannot."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise PredictionsError(f"{path}: page {key!r}: the text holds a lone surrogate "
+                               f"(\\u{ord(text[exc.start]):04x}) at character {exc.start}, "
+                               "which UTF-8 text cannot hold") from None
+    return text
 
 
 def prediction_rows(source: Path, live: Iterable[str] = ()) -> dict[str, str]:

@@ -81,7 +81,14 @@ from orchestrator.predictions import MISSING, lookup, read_predictions, write_pr
 from orchestrator.scoring import PageReference, block_marks, prepare_page, score_empty
 from orchestrator.statistics import Summary, ranked, summarize
 from orchestrator.store import Store
-from orchestrator.testsets import Dataset, DatasetError, LabelledPage, in_memory, open_folder
+from orchestrator.testsets import (
+    Dataset,
+    DatasetError,
+    LabelledPage,
+    in_memory,
+    open_folder,
+    readable_name,
+)
 from shared.answer import ServiceError, finish_reply
 from shared.contract import Block, ExtractReply, bearer_header
 from shared.decoding import NotHTMLError
@@ -477,7 +484,8 @@ def make_extractor(spec: RunSpec) -> Extractor:
 def folder_source(dataset_name: str, html: Path, content: Path, feeds: Path | None,
                   roots: Sequence[Path] | None = None, owned: bool = False) -> DatasetSource:
     """A folder test set; with `roots`, every file it reads must resolve under them."""
-    return DatasetSource(name=dataset_name, kind="folder", html_folder=str(html.resolve()),
+    return DatasetSource(name=readable_name(dataset_name), kind="folder",
+                         html_folder=str(html.resolve()),
                          content_folder=str(content.resolve()),
                          feeds_folder=str(feeds.resolve()) if feeds else None,
                          roots=[str(r.resolve()) for r in roots] if roots is not None else None,
@@ -871,6 +879,11 @@ class RunExecution:
         except MissingInputError as missing:
             return str(missing)
 
+    def predicts(self, row: str, dataset: Dataset, page: LabelledPage) -> bool:
+        """Whether the row is a prediction file with a text for the page."""
+        return row in self.predicted and lookup(self.predicted[row], dataset.name,
+                                                page.id) is not None
+
     async def outcome(self, row: str, html: str, dataset: Dataset, page: LabelledPage,
                       options: dict[str, Any]) -> Outcome:
         """The row's extract of the page: from its prediction file, or its service."""
@@ -893,7 +906,12 @@ class RunExecution:
             return PageResult(**base, status="skipped", error=prepared.reason)
         options = self.service_options(dataset, page, row)
         if isinstance(options, str):
-            return PageResult(**base, status="skipped", error=options)
+            # A prediction file's text is scored whatever the service would need; a page
+            # it lacks is skipped where the service would skip it, so outputs/ of a run
+            # score as the run did.
+            if not self.predicts(row, dataset, page):
+                return PageResult(**base, status="skipped", error=options)
+            options = {}
         outcome = await self.outcome(row, prepared.html, dataset, page, options)
         if self.timings is not None:
             self.timings.add_outcome(outcome)
@@ -959,16 +977,16 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
     itself cannot be read.
     """
     spec = _start_run(store, run_id, urls)
-    try:
+    own_extractor = extractor is None and bool(spec.services)
+    try:  # a test set or a prediction file moved away since the run was recorded
         datasets = [open_source(source, store, run_id) for source in spec.datasets]
+        execution = RunExecution(store, run_id, spec, extractor, progress, timings)
     except Exception as exc:
         store.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}")
         raise
     work = remaining_work(datasets, spec.rows, store.done_keys(run_id))
-    own_extractor = extractor is None and bool(spec.services)
     if own_extractor:
-        extractor = make_extractor(spec)
-    execution = RunExecution(store, run_id, spec, extractor, progress, timings)
+        extractor = execution.extractor = make_extractor(spec)
     with SWITCH_INTERVAL.during_run():
         try:
             if extractor is not None:

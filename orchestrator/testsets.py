@@ -2,15 +2,16 @@
 
 A test set is pages with gold text (Rolli 2014, appendix B, f2): `html/<id>.html` and
 `content/<id>.txt` paired by file name, optionally `feeds/<id>.xml` (the page's
-RSS/Atom feed, for the rss service). Files without a partner are listed as
-warnings in the run's results, never silently dropped.
+RSS/Atom feed, for the rss service). Files without a partner, and what cannot be a
+page's file (sub-folders, broken links), are listed as warnings in the run's
+results, never silently dropped.
 
 Archives come from users over HTTP, so they are unpacked member by member, each
 streamed to a file of our own under limits counted on the bytes really unpacked
 (total size, file count, size per file) and on the headers (compression ratio),
-and refused when a member is a link, a device, an absolute path or climbs out
-with `..`, or when zip members overlap; nothing is ever extracted by the archive
-library itself.
+and refused when a member is a link, a device, encrypted, an absolute path or
+climbs out with `..`, or when zip members overlap; nothing is ever extracted by the
+archive library itself.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import struct
 import tarfile
 import tempfile
 import zipfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -87,12 +89,24 @@ def read_gold(data: bytes) -> str:
     return decode_gold(data)[0]
 
 
-def pair_names(html: Iterable[str], content: Iterable[str], feeds: Iterable[str] = (),
-               dataset: str = "") -> tuple[list[str], list[str]]:
-    """Pair file names by id: (sorted paired ids, warnings naming every unpaired file).
+@dataclass(frozen=True)
+class Pairing:
+    """Paired ids, the file chosen for each id in each folder, and warnings naming
+    every file left out."""
 
-    `html`, `content` and `feeds` are file names (no folders).
-    """
+    ids: list[str]
+    warnings: list[str]
+    html: dict[str, str]
+    content: dict[str, str]
+    feeds: dict[str, str]
+
+
+def pair_files(html: Iterable[str], content: Iterable[str], feeds: Iterable[str] = (),
+               dataset: str = "") -> Pairing:
+    """Pair file names by id (the name without its suffix, which is matched in any
+    case). Of two files with one id in a folder the first by name is used; pages
+    are read from the names chosen here, so a file that a warning calls ignored is
+    never the one read."""
     prefix = f"{dataset}: " if dataset else ""
     warnings: list[str] = []
 
@@ -123,7 +137,23 @@ def pair_names(html: Iterable[str], content: Iterable[str], feeds: Iterable[str]
         warnings.append(f"{prefix}content/{golds[page_id]} has no html/{page_id}.html; not used")
     for page_id in sorted(set(feed_ids) - set(paired)):
         warnings.append(f"{prefix}feeds/{feed_ids[page_id]} belongs to no test page; not used")
-    return paired, warnings
+    return Pairing(paired, warnings, pages, golds, feed_ids)
+
+
+def pair_names(html: Iterable[str], content: Iterable[str], feeds: Iterable[str] = (),
+               dataset: str = "") -> tuple[list[str], list[str]]:
+    """Pair file names by id: (sorted paired ids, warnings naming every unpaired file).
+
+    `html`, `content` and `feeds` are file names (no folders)."""
+    pairing = pair_files(html, content, feeds, dataset)
+    return pairing.ids, pairing.warnings
+
+
+def readable_name(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (kept by Python as lone
+    surrogates, which no encoder takes, so the store could not hold the name) become
+    U+FFFD."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def open_folder(name: str, html_folder: Path, content_folder: Path,
@@ -132,47 +162,64 @@ def open_folder(name: str, html_folder: Path, content_folder: Path,
     """A test set from an HTML folder and a content folder (pages read when needed).
 
     With `roots`, every file is resolved (links followed) and used only if it lies
-    under one of them: a folder of links to elsewhere reads nothing outside."""
+    under one of them: a folder of links to elsewhere reads nothing outside. What
+    cannot be a page's file (a sub-folder, a broken link) is named in the warnings."""
     if html_folder.parent == content_folder.parent and not html_folder.parent.is_dir():
         raise DatasetError(f"{name}: no such folder: {html_folder.parent}")
     for label, folder in (("html", html_folder), ("content", content_folder)):
         if not folder.is_dir():
             raise DatasetError(f"{name}: the {label} folder {folder} does not exist")
-    outside: list[str] = []
+    unusable: list[str] = []
 
-    def files_of(folder: Path) -> dict[str, Path]:
-        found = {}
-        for path in folder.iterdir():
-            real = path.resolve()
+    def files_of(folder: Path, label: str) -> dict[str, Path]:
+        found: dict[str, Path] = {}
+        for path in sorted(folder.iterdir()):
+            if path.name.startswith("."):
+                continue
+            shown = readable_name(path.name)
+            where = f"{name}: {label}/{shown}"
+            try:
+                real = path.resolve(strict=True)
+            except (OSError, RuntimeError):  # a broken link, or links in a loop
+                unusable.append(f"{where}: a link to nothing that can be read; not used")
+                continue
             if roots is not None and not any(real.is_relative_to(r) for r in roots):
-                outside.append(f"{name}: {folder.name}/{path.name} lies outside the allowed "
-                               "folders; not used")
-            elif real.is_file():
-                found[path.name] = real
+                unusable.append(f"{where} lies outside the allowed folders; not used")
+            elif real.is_dir():
+                unusable.append(f"{where}: a folder; files in sub-folders are not read")
+            elif not real.is_file():
+                unusable.append(f"{where}: not a regular file; not used")
+            elif shown in found:
+                unusable.append(f"{where}: its name is not UTF-8 and reads as another "
+                                "file's; not used")
+            else:
+                found[shown] = real
         return found
 
-    html_files = files_of(html_folder)
-    gold_files = files_of(content_folder)
-    feed_files = (files_of(feeds_folder)
+    html_files = files_of(html_folder, "html")
+    gold_files = files_of(content_folder, "content")
+    feed_files = (files_of(feeds_folder, "feeds")
                   if feeds_folder is not None and feeds_folder.is_dir() else {})
-    ids, warnings = pair_names(html_files, gold_files, feed_files, name)
-    warnings = outside + warnings
-    html_by_id = {n.rpartition(".")[0]: p for n, p in html_files.items()}
-    feed_by_id = {n.rpartition(".")[0]: p for n, p in feed_files.items()
-                  if n.endswith(FEED_SUFFIX)}
+    pairing = pair_files(html_files, gold_files, feed_files, name)
+    warnings = unusable + pairing.warnings
 
     def load(page_id: str) -> LabelledPage:
-        feed = feed_by_id.get(page_id)
-        gold, note = decode_gold(gold_files[f"{page_id}{GOLD_SUFFIX}"].read_bytes())
-        return LabelledPage(
-            dataset=name, id=page_id, html=html_by_id[page_id].read_bytes(), gold=gold,
-            feed=read_gold(feed.read_bytes()) if feed is not None else None,
-            notes=(f"content/{page_id}{GOLD_SUFFIX} is {note}",) if note else (),
-        )
+        gold_name = pairing.content[page_id]
+        feed_name = pairing.feeds.get(page_id)
+        try:
+            gold, note = decode_gold(gold_files[gold_name].read_bytes())
+            html = html_files[pairing.html[page_id]].read_bytes()
+            feed = (read_gold(feed_files[feed_name].read_bytes())
+                    if feed_name is not None else None)
+        except OSError as exc:  # gone or unreadable since the folder was listed
+            raise DatasetError(f"{name}/{page_id}: cannot read {exc.filename}: "
+                               f"{exc.strerror or exc}") from None
+        return LabelledPage(dataset=name, id=page_id, html=html, gold=gold, feed=feed,
+                            notes=(f"content/{gold_name} is {note}",) if note else ())
 
-    if not ids:
+    if not pairing.ids:
         warnings.append(f"{name}: no page has both an html and a content file")
-    return Dataset(name, ids, load, warnings, has_feeds=bool(feed_files))
+    return Dataset(name, pairing.ids, load, warnings, has_feeds=bool(feed_files))
 
 
 def open_dataset_dir(folder: Path, name: str | None = None) -> Dataset:
@@ -188,7 +235,9 @@ def in_memory(name: str, pages: list[LabelledPage], warnings: list[str] | None =
     """A test set held in memory (JSON bodies, archives, pages kept in the store)."""
     by_id = {page.id: page for page in pages}
     if len(by_id) != len(pages):
-        raise DatasetError(f"{name}: page ids are not unique")
+        twice = sorted(page_id for page_id, n in Counter(p.id for p in pages).items() if n > 1)
+        raise DatasetError(f"{name}: page ids are not unique: {', '.join(map(repr, twice[:5]))}"
+                           + (f" and {len(twice) - 5} more" if len(twice) > 5 else ""))
     return Dataset(name, list(by_id), by_id.__getitem__, list(warnings or []),
                    has_feeds=any(page.feed is not None for page in pages))
 
@@ -301,6 +350,7 @@ class _Budget:
 
 _CHUNK_BYTES = 1024 * 1024
 _ZIP_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature ... name length, extra length
+_ZIP_ENCRYPTED = 0x1  # general purpose bit 0 (APPNOTE 4.4.4)
 
 
 def _check_zip_layout(archive: zipfile.ZipFile, source: IO[bytes]) -> None:
@@ -341,6 +391,9 @@ def _zip_members(source: IO[bytes], limits: ArchiveLimits, budget: _Budget
                 raise ArchiveError(f"refused member {info.filename!r}: not a regular file")
             if info.is_dir():
                 continue
+            if info.flag_bits & _ZIP_ENCRYPTED:
+                raise ArchiveError(f"refused member {info.filename!r}: encrypted (pack the "
+                                   "archive again without a password)")
             budget.admit(info.filename, info.file_size)
             if info.compress_size and info.file_size / info.compress_size > limits.max_ratio:
                 raise ArchiveError(f"member {info.filename!r} has a compression ratio over "
@@ -352,12 +405,6 @@ def _zip_members(source: IO[bytes], limits: ArchiveLimits, budget: _Budget
                     yield path, stream
             except (zipfile.BadZipFile, OSError, NotImplementedError, EOFError) as exc:
                 raise ArchiveError(f"member {info.filename!r} cannot be read: {exc}") from None
-
-
-def _readable_name(name: str) -> str:
-    """A tar member's name as text: bytes that are not UTF-8 (kept by tarfile as lone
-    surrogates, which no encoder takes) become U+FFFD."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _tar_members(source: IO[bytes], limits: ArchiveLimits, budget: _Budget
@@ -373,7 +420,7 @@ def _tar_members(source: IO[bytes], limits: ArchiveLimits, budget: _Budget
     try:
         with archive:
             for member in archive:
-                name = _readable_name(member.name)
+                name = readable_name(member.name)
                 path = _safe_member_path(name)
                 if member.issym() or member.islnk():
                     raise ArchiveError(f"refused member {name!r}: "
@@ -464,6 +511,10 @@ def archive_dataset_folders(root: Path, files: Iterable[PurePosixPath], name: st
     return found, warnings
 
 
+_SET_NAME = r"[\w.-]{1,100}"
+"""A name DatasetIn takes: the name of a JSON file of bare pages must be one."""
+
+
 def open_dataset_file(path: Path, limits: ArchiveLimits | None = None) -> list[Dataset]:
     """The test sets of a file named where a folder may be: a JSON test set (`{"name",
     "pages"}`, or only its list of pages, named after the file) or a zip/tar of folders
@@ -472,16 +523,22 @@ def open_dataset_file(path: Path, limits: ArchiveLimits | None = None) -> list[D
     if path.suffix.lower() == ".json":
         try:
             data = json.loads(path.read_bytes())
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or text
             raise DatasetError(f"{path}: not a readable JSON test set ({exc})") from None
         if isinstance(data, list):
+            if not re.fullmatch(_SET_NAME, path.stem):
+                raise DatasetError(f"{path}: the file's name cannot name a test set (up to "
+                                   "100 letters, digits, '_', '.', '-'): rename the file or "
+                                   'give {"name": ..., "pages": [...]}')
             data = {"name": path.stem, "pages": data}
         try:
             return [DatasetIn.model_validate(data).dataset()]
         except ValidationError as exc:  # a file of many pages: its first problems
             raise DatasetError(f"{path}: not a JSON test set: "
                                f"{validation_message(exc, most=3)}") from None
-    name = path.name.split(".")[0] or "archive"
+        except DatasetError as exc:
+            raise DatasetError(f"{path}: {exc}") from None
+    name = readable_name(path.name.split(".")[0]) or "archive"
     with tempfile.TemporaryDirectory() as folder, path.open("rb") as source:
         root = Path(folder) / name
         try:

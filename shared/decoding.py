@@ -192,12 +192,30 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
 def decode_gold(data: bytes) -> tuple[str, str | None]:
     """A gold (or feed) file's text, and a note when it was not valid UTF-8: such a file
     is decoded as pages are (declared or detected charset), never with replacement
-    characters that would count as words missed."""
+    characters that would count as words missed. A UTF-8 file with a few bytes of
+    another charset pasted in keeps its UTF-8 (the detector would take the whole file
+    for another charset, every word garbled) and reads those bytes as windows-1252."""
     try:
         return data.decode("utf-8-sig"), None
     except UnicodeDecodeError as exc:
-        note = f"not valid UTF-8 (byte {exc.start}); decoded by charset detection"
-    return decode_text(data), note
+        where = f"not valid UTF-8 (byte {exc.start})"
+    body = data.removeprefix(codecs.BOM_UTF8)
+    if _utf8_but_for_stray_bytes(body):
+        return (body.decode("utf-8", errors="boilerbench-windows-1252"),
+                f"{where}; read as UTF-8 with the stray bytes as windows-1252")
+    return decode_text(data), f"{where}; decoded by charset detection"
+
+
+def _utf8_but_for_stray_bytes(data: bytes) -> bool:
+    """Whether the text is UTF-8 but for a few stray bytes: its valid multi-byte
+    characters outnumber the runs of bytes that are not UTF-8. Text in a legacy
+    charset (or UTF-16/32 with a BOM) next to never forms valid multi-byte sequences."""
+    if any(data.startswith(bom) for bom, _ in _BOMS):
+        return False
+    text = data.decode("utf-8", errors="replace")
+    stray = text.count("\ufffd")
+    multibyte = len(text) - len(text.encode("ascii", errors="ignore")) - stray
+    return 0 < stray < multibyte
 
 
 def check_html(text: str) -> None:

@@ -7,13 +7,17 @@ characters. The configuration file takes `mode: in-process` as the CLI does, POS
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+from click.testing import Result
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
 from orchestrator.api import ApiSettings, create_app
+from orchestrator.cli import app
 from orchestrator.config import RunConfig, load_config
 from orchestrator.testsets import open_folder
 from tests.helpers import zip_bytes
@@ -109,3 +113,57 @@ def test_malformed_uploads_get_one_clear_line(tmp_path: Path) -> None:
         assert "pydantic" not in detail
         assert "errors.pydantic.dev" not in detail
     assert "options" in bad_options.json()["detail"]
+
+
+def _score(*args: str) -> Result:
+    return CliRunner().invoke(app, ["score", *args], terminal_width=80)
+
+
+def test_names_with_brackets_are_printed_as_they_are(tmp_path: Path) -> None:
+    """Rich would read `[final]` as markup and drop it, and fail on `[/x]`."""
+    folder = _test_set(tmp_path)
+    odd = folder / "html" / "draft[bold].html"
+    odd.write_text(PAGE.format(GOLD), encoding="utf-8")
+    missing = _score("--predictions", str(tmp_path / "tool[final].json"), "--dataset",
+                     str(folder), "--store", str(tmp_path / "store.sqlite"))
+    assert missing.exit_code == 2, missing.output
+    assert "tool[final].json: no such prediction file or folder" in missing.output
+    (tmp_path / "tool[final].json").write_text(json.dumps({"fine": GOLD}), encoding="utf-8")
+    done = _score("--predictions", str(tmp_path / "tool[final].json"), "--dataset",
+                  str(folder), "--out", str(tmp_path / "out[/x]"),
+                  "--store", str(tmp_path / "store.sqlite"))
+    assert done.exit_code == 0, done.output
+    assert "warning: odd: html/draft[bold].html has no content/draft[bold].txt" in done.output
+    assert f"report.html: {tmp_path / 'out[/x]'}" in done.output
+
+
+def test_a_resumed_run_whose_prediction_file_is_gone_fails_in_one_line(tmp_path: Path
+                                                                       ) -> None:
+    from orchestrator.runner import RunSpec, create_run, folder_source
+    from orchestrator.store import Store
+
+    folder = _test_set(tmp_path)
+    predictions = tmp_path / "tool.json"
+    predictions.write_text(json.dumps({"fine": GOLD}), encoding="utf-8")
+    store = Store(tmp_path / "store.sqlite")
+    spec = RunSpec(datasets=[], predictions={"tool": str(predictions)},
+                   output_folder=str(tmp_path / "out"))
+    run_id = create_run(store, spec, [folder_source("odd", folder / "html",
+                                                    folder / "content", None)])
+    store.close()
+    predictions.unlink()
+    done = CliRunner().invoke(app, ["run", "--resume", run_id, "--store",
+                                    str(tmp_path / "store.sqlite")], terminal_width=80)
+    assert done.exit_code == 2, done.output
+    assert isinstance(done.exception, SystemExit)  # no traceback
+    assert f"{predictions}: not a readable JSON file" in done.output
+
+
+def test_a_test_set_folder_whose_name_is_not_utf8_is_scored(tmp_path: Path) -> None:
+    """Python keeps the bytes as lone surrogates, which the store cannot hold."""
+    folder = _test_set(tmp_path).rename(tmp_path / os.fsdecode(b"donn\xe9es"))
+    (tmp_path / "tool.json").write_text(json.dumps({"fine": GOLD}), encoding="utf-8")
+    done = _score("--predictions", str(tmp_path / "tool.json"), "--dataset", str(folder),
+                  "--out", str(tmp_path / "out"), "--store", str(tmp_path / "store.sqlite"))
+    assert done.exit_code == 0, done.output
+    assert "donn\ufffdes" in done.output

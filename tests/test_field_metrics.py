@@ -155,3 +155,87 @@ def test_a_prediction_file_that_names_no_page_of_the_run_is_a_warning(tmp_path: 
     store.close()
     assert [w.split(":")[0] for w in warnings] == ["other"]
     assert "names none of the run's pages" in warnings[0]
+
+
+def test_prediction_files_in_other_encodings_or_shapes_say_why(tmp_path: Path) -> None:
+    from orchestrator.predictions import PredictionsError
+
+    texts = {"p1": {"articleBody": "One."}}
+    for name, data in (("bom", b"\xef\xbb\xbf" + json.dumps(texts).encode()),
+                       ("utf16", json.dumps(texts).encode("utf-16"))):
+        (tmp_path / f"{name}.json").write_bytes(data)  # as gold files and JSON test sets
+        assert read_predictions(tmp_path / f"{name}.json") == {"p1": "One."}, name
+    refused = {
+        # another tool's layout: every page would score 0 without a word
+        "layout": ('{"p1": {"text": "One."}, "p2": {"content": "Two."}}',
+                   r'no page has an "articleBody" \(the entries have content, text\)'),
+        # what tools that read bytes with surrogateescape write: the store cannot hold it
+        "surrogate": ('{"p1": "caf\\udce9"}', r"page 'p1': the text holds a lone surrogate"),
+        "deep": ("[" * 100_000 + "]" * 100_000, "not a readable JSON file"),
+        "number": ('{"p1": ' + "9" * 5000 + "}", "not a readable JSON file"),
+    }
+    for name, (text, message) in refused.items():
+        (tmp_path / f"{name}.json").write_text(text, encoding="utf-8")
+        with pytest.raises(PredictionsError, match=message):
+            read_predictions(tmp_path / f"{name}.json")
+
+
+def _scored_rows(folder: Path, predictions: dict[str, dict[str, str]]
+                 ) -> dict[tuple[str, str], tuple[str, str | None]]:
+    """(row, page) -> (status, error) of a run scoring prediction files on two pages,
+    one with a feed."""
+    import asyncio
+
+    from orchestrator.runner import RunSpec, create_run, execute_run
+    from orchestrator.store import Store
+    from orchestrator.testsets import LabelledPage, in_memory
+
+    folder.mkdir(exist_ok=True)
+    paths = {}
+    for row, texts in predictions.items():
+        paths[row] = str(folder / f"{row}.json")
+        Path(paths[row]).write_text(json.dumps(texts), encoding="utf-8")
+    pages = [LabelledPage("set", "fed", "<p>One.</p>", "One.", feed="<rss/>"),
+             LabelledPage("set", "plain", "<p>Two.</p>", "Two.")]
+    store = Store(folder / "store.sqlite")
+    spec = RunSpec(datasets=[], predictions=paths, scoring_processes=1,
+                   output_folder=str(folder / "out"))
+    run_id = create_run(store, spec, memory=[in_memory("set", pages)])
+    try:
+        results = asyncio.run(execute_run(store, run_id))
+    finally:
+        store.close()
+    return {(r.service, r.page_id): (r.status, r.error) for r in results}
+
+
+def test_a_prediction_file_named_like_a_service_scores_every_text_it_has(tmp_path: Path
+                                                                          ) -> None:
+    """rss.json is a file, not the rss service: a page without a feed is scored from
+    its text; a page the file lacks is skipped where rss would skip it, as in the
+    outputs/ of the run that wrote the file."""
+    rows = _scored_rows(tmp_path / "tool", {"rss": {"fed": "One.", "plain": "Two."}})
+    assert rows == {("rss", "fed"): ("ok", None), ("rss", "plain"): ("ok", None)}
+    rows = _scored_rows(tmp_path / "outputs", {"rss": {"fed": "One."}})
+    assert rows[("rss", "plain")] == ("skipped", "the page has no feed")
+
+
+def test_a_prediction_file_gone_when_its_run_resumes_fails_the_run(tmp_path: Path) -> None:
+    import asyncio
+
+    from orchestrator.predictions import PredictionsError
+    from orchestrator.runner import RunSpec, create_run, execute_run
+    from orchestrator.store import Store
+    from orchestrator.testsets import LabelledPage, in_memory
+
+    path = tmp_path / "tool.json"
+    path.write_text(json.dumps({"p1": "One."}), encoding="utf-8")
+    store = Store(tmp_path / "store.sqlite")
+    spec = RunSpec(datasets=[], predictions={"tool": str(path)}, scoring_processes=1,
+                   output_folder=str(tmp_path / "out"))
+    run_id = create_run(store, spec, memory=[
+        in_memory("set", [LabelledPage("set", "p1", "<p>One.</p>", "One.")])])
+    path.unlink()
+    with pytest.raises(PredictionsError, match=r"tool\.json: not a readable JSON file"):
+        asyncio.run(execute_run(store, run_id))
+    assert store.status(run_id) == "failed"  # not "running" for ever
+    store.close()

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from shared.alignment import aligned_mask, lcs_length
 from shared.contract import Block, Extraction, ExtractRequest
-from shared.decoding import NotHTMLError, check_html, decode_html
+from shared.decoding import NotHTMLError, check_html, decode_gold, decode_html
 from shared.html import parse_html, text_blocks, visible_text
 from shared.tokens import tokenize
 
@@ -128,6 +128,28 @@ class TestDecoding:
 
     def test_control_characters_alone_do_not_refuse_a_page(self) -> None:
         check_html("<p>text with a \x0b vertical tab</p>")
+
+    @pytest.mark.parametrize("text", ["日本語のテキストです", "Le café déjà vu à l'école naïve",
+                                      "Hello world, a plain text with one “quote” in it."])
+    def test_utf8_gold_with_a_stray_byte_keeps_its_utf8(self, text: str) -> None:
+        # The detector took such files for Shift-JIS, cp1250 or Mac Roman: words garbled.
+        for bom, stray, read in ((b"", b"\x80", "€"), (codecs.BOM_UTF8, b" \x96 end", " – end")):
+            gold, note = decode_gold(bom + text.encode() + stray)
+            assert gold == text + read
+            assert note is not None
+            assert note.startswith("not valid UTF-8")
+
+    @pytest.mark.parametrize(("text", "encoding"), [
+        ("Größe, Straße, Düsseldorf, façade, naïve, déjà vu.", "latin-1"),
+        ("Правительство объявило о новых мерах поддержки бизнеса.", "cp1251"),
+        ("中华人民共和国国务院今天发布了新的经济政策。", "gbk"),
+    ])
+    def test_gold_in_a_legacy_charset_is_still_detected(self, text: str, encoding: str
+                                                        ) -> None:
+        gold, note = decode_gold((text * 3).encode(encoding))
+        assert gold == text * 3
+        assert note is not None
+        assert "charset detection" in note
 
 
 class TestTokens:

@@ -9,6 +9,7 @@ import gzip
 import http.server
 import io
 import json
+import os
 import tarfile
 import tempfile
 import zipfile
@@ -71,6 +72,61 @@ def test_unpaired_files_are_listed_not_dropped_silently(tmp_path: Path) -> None:
     assert "mine: html/notes.doc: not a .html/.htm file" in text
     assert "mine: feeds/orphan.xml belongs to no test page" in text
     assert dataset.page("a").gold == "Hello world"
+
+
+def test_a_folder_reads_the_files_it_paired(tmp_path: Path) -> None:
+    """A file another file's id shadows, an upper-case suffix: each page is read from
+    the file its pairing chose, the one no warning calls ignored."""
+    for folder in ("html", "content", "feeds"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "html" / "a.html").write_bytes(PAGE)
+    (tmp_path / "html" / "a.doc").write_bytes(b"not the page")
+    (tmp_path / "html" / "b.htm").write_bytes(b"<p>the htm</p>")
+    (tmp_path / "html" / "b.html").write_bytes(b"<p>the html</p>")
+    (tmp_path / "content" / "a.TXT").write_text("Hello world")
+    (tmp_path / "content" / "b.txt").write_text("the htm")
+    (tmp_path / "feeds" / "a.XML").write_text("<rss/>")
+    dataset = open_dataset_dir(tmp_path, "mine")
+    assert dataset.ids == ["a", "b"]
+    assert "mine: html/b.html: same id as html/b.htm; ignored" in dataset.warnings
+    a, b = dataset.page("a"), dataset.page("b")
+    assert (a.html, a.gold, a.feed) == (PAGE, "Hello world", "<rss/>")
+    assert b.html == b"<p>the htm</p>"
+
+
+def test_what_a_folder_cannot_use_is_named(tmp_path: Path) -> None:
+    """Sub-folders, broken links and links in a loop are warnings, not passed over
+    (nor a traceback); a name that is not UTF-8 is read, its bytes shown as U+FFFD."""
+    (tmp_path / "html" / "sub").mkdir(parents=True)
+    (tmp_path / "content" / "sub").mkdir(parents=True)
+    (tmp_path / "html" / "sub" / "c.html").write_bytes(PAGE)
+    (tmp_path / "content" / "sub" / "c.txt").write_text("Hello world")
+    (tmp_path / "html" / "gone.html").symlink_to(tmp_path / "nowhere.html")
+    (tmp_path / "html" / "loop.html").symlink_to(tmp_path / "html" / "loop.html")
+    (tmp_path / "content" / "gone.txt").write_text("x")
+    (tmp_path / "content" / "loop.txt").write_text("x")
+    latin = os.fsdecode(b"caf\xe9")
+    (tmp_path / "html" / f"{latin}.html").write_bytes(PAGE)
+    (tmp_path / "content" / f"{latin}.txt").write_text("Hello world")
+    dataset = open_dataset_dir(tmp_path, "mine")
+    assert dataset.ids == ["caf\ufffd"]
+    assert dataset.page("caf\ufffd").gold == "Hello world"
+    text = "\n".join(dataset.warnings)
+    assert "mine: html/sub: a folder; files in sub-folders are not read" in text
+    assert "mine: content/sub: a folder" in text
+    assert "mine: html/gone.html: a link to nothing that can be read" in text
+    assert "mine: html/loop.html: a link to nothing that can be read" in text
+
+
+def test_a_file_gone_after_listing_is_a_dataset_error(tmp_path: Path) -> None:
+    (tmp_path / "html").mkdir()
+    (tmp_path / "content").mkdir()
+    (tmp_path / "html" / "a.html").write_bytes(PAGE)
+    (tmp_path / "content" / "a.txt").write_text("Hello world")
+    dataset = open_dataset_dir(tmp_path, "mine")
+    (tmp_path / "html" / "a.html").unlink()
+    with pytest.raises(DatasetError, match=r"mine/a: cannot read .*a\.html: No such file"):
+        dataset.page("a")
 
 
 def test_pair_names_reports_duplicate_ids() -> None:
@@ -194,6 +250,17 @@ def test_zip_symlink_is_refused() -> None:
         datasets_from_archive(buffer.getvalue())
 
 
+def test_an_encrypted_zip_member_is_refused_in_one_line() -> None:
+    data = bytearray(zip_bytes({"html/a.html": PAGE, "content/a.txt": b"x"}))
+    for signature, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # local, central
+        at = data.find(signature)
+        while at >= 0:
+            data[at + flags_at] |= 0x1  # general purpose bit 0: encrypted
+            at = data.find(signature, at + 4)
+    with pytest.raises(ArchiveError, match=r"'html/a\.html': encrypted"):
+        datasets_from_archive(bytes(data))
+
+
 def test_compression_bombs_and_limits_are_refused() -> None:
     zeros = b"\0" * 5_000_000  # deflates about 1000:1
     with pytest.raises(ArchiveError, match="compression ratio"):
@@ -284,3 +351,19 @@ def test_a_json_test_set_with_a_lone_surrogate_names_the_file_and_the_page(
                     ' {"id": "b", "html": "<p>x</p>", "gold": "\\ud800"}]', encoding="utf-8")
     with pytest.raises(DatasetError, match=r"set\.json.*pages\.1\.gold.*lone surrogate"):
         open_dataset_file(path)
+
+
+def test_json_test_sets_that_cannot_be_read_say_why_in_one_line(tmp_path: Path) -> None:
+    page = {"id": "a", "html": "<p>x</p>", "gold": "x"}
+    cases = {
+        "deep.json": ("[" * 100_000 + "]" * 100_000, "not a readable JSON test set"),
+        "number.json": ('[{"id": "a", "html": "<p>x</p>", "gold": ' + "9" * 5000 + "}]",
+                        "not a readable JSON test set"),
+        "my pages.json": (json.dumps([page]), "the file's name cannot name a test set"),
+        "twice.json": (json.dumps([page, page]), r"twice\.json: twice: page ids are not "
+                                                 "unique: 'a'"),
+    }
+    for name, (text, message) in cases.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        with pytest.raises(DatasetError, match=message):
+            open_dataset_file(tmp_path / name)
