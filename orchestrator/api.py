@@ -83,6 +83,7 @@ from orchestrator.testsets import (
     DatasetError,
     DatasetIn,
     archive_dataset_folders,
+    archive_set_name,
     unpack_archive,
 )
 from shared.answer import ServiceError, validation_message
@@ -271,7 +272,7 @@ class ApiState:
     async def unpack_upload(self, upload: UploadFile, run_id: str
                             ) -> tuple[list[DatasetSource], list[str]]:
         """The test sets of an uploaded archive, unpacked into upload_folder(run_id)."""
-        stem = (upload.filename or "upload").split("/")[-1].split(".")[0] or "upload"
+        stem = archive_set_name(upload.filename or "", "upload")
         partial, target = self.uploads / f"{run_id}.partial", self.upload_folder(run_id)
 
         def unpack() -> tuple[list[tuple[str, Path]], list[str]]:

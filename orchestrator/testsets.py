@@ -515,6 +515,20 @@ _SET_NAME = r"[\w.-]{1,100}"
 """A name DatasetIn takes: the name of a JSON file of bare pages must be one."""
 
 
+_ARCHIVE_SUFFIXES = (".tar.gz", ".tar.bz2", ".tar.xz", ".tgz", ".tbz2", ".txz", ".tar",
+                     ".zip")
+
+
+def archive_set_name(filename: str, default: str) -> str:
+    """The test set name an archive's file name gives: the name without its folder and
+    its archive suffix (else its last suffix) only, so `news-v1.2.zip` names
+    `news-v1.2`, not `news-v1`."""
+    name = readable_name(filename.rsplit("/", 1)[-1])
+    suffix = next((s for s in _ARCHIVE_SUFFIXES if name.lower().endswith(s)),
+                  name[name.rfind("."):] if "." in name else "")
+    return name[:len(name) - len(suffix)] or default
+
+
 def open_dataset_file(path: Path, limits: ArchiveLimits | None = None) -> list[Dataset]:
     """The test sets of a file named where a folder may be: a JSON test set (`{"name",
     "pages"}`, or only its list of pages, named after the file) or a zip/tar of folders
@@ -538,7 +552,7 @@ def open_dataset_file(path: Path, limits: ArchiveLimits | None = None) -> list[D
                                f"{validation_message(exc, most=3)}") from None
         except DatasetError as exc:
             raise DatasetError(f"{path}: {exc}") from None
-    name = readable_name(path.name.split(".")[0]) or "archive"
+    name = archive_set_name(path.name, "archive")
     with tempfile.TemporaryDirectory() as folder, path.open("rb") as source:
         root = Path(folder) / name
         try:

@@ -25,6 +25,7 @@ from orchestrator.testsets import (
     Dataset,
     DatasetError,
     DatasetIn,
+    archive_set_name,
     download_scrapinghub,
     open_dataset_dir,
     open_dataset_file,
@@ -367,3 +368,21 @@ def test_json_test_sets_that_cannot_be_read_say_why_in_one_line(tmp_path: Path) 
         (tmp_path / name).write_text(text, encoding="utf-8")
         with pytest.raises(DatasetError, match=message):
             open_dataset_file(tmp_path / name)
+
+
+@pytest.mark.parametrize(("filename", "expected"), [
+    ("news-v1.2.zip", "news-v1.2"), ("set.v2.tar.gz", "set.v2"), ("pages.TGZ", "pages"),
+    ("uploads/data.tar.xz", "data"), ("pages.archive", "pages"), ("plain", "plain"),
+    (".zip", "archive")])
+def test_an_archive_names_its_test_set_by_its_name_without_the_archive_suffix(
+        filename: str, expected: str) -> None:
+    # Two versions of one set (set.v1.zip, set.v2.zip) must not both be named "set".
+    assert archive_set_name(filename, "archive") == expected
+
+
+def test_an_archive_file_with_dots_in_its_name_keeps_them_in_the_set_name(
+        tmp_path: Path) -> None:
+    path = tmp_path / "news-v1.2.zip"
+    path.write_bytes(zip_bytes({"html/a.html": PAGE, "content/a.txt": b"x"}))
+    (dataset,) = open_dataset_file(path)
+    assert dataset.name == "news-v1.2"
