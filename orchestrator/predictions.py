@@ -73,9 +73,12 @@ def _utf8(path: Path, key: str, text: str) -> str:
 
 def prediction_rows(source: Path, live: Iterable[str] = ()) -> dict[str, str]:
     """Row name -> file path of every `*.json` in `source`, a folder, or of `source`
-    itself, one prediction file (module docstring)."""
+    itself, one prediction file (module docstring). In a folder the suffix matches in
+    any case, and hidden files (`.x.json`, the `._x.json` that macOS copies leave) are
+    not read, as in a test set's folders."""
     if source.is_dir():
-        paths = sorted(source.glob("*.json"))
+        paths = sorted(path for path in source.iterdir() if path.is_file()
+                       and path.suffix.lower() == ".json" and not path.name.startswith("."))
         if not paths:
             raise PredictionsError(f"{source}: no *.json prediction files")
     elif source.is_file():

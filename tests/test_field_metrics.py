@@ -139,6 +139,17 @@ def test_prediction_files_in_each_layout_and_one_file_alone(tmp_path: Path) -> N
         prediction_rows(tmp_path / "empty")
 
 
+def test_a_prediction_folder_reads_any_case_of_json_and_no_hidden_file(tmp_path: Path
+                                                                        ) -> None:
+    from orchestrator.predictions import prediction_rows
+
+    (tmp_path / "tool.JSON").write_text('{"p1": "One."}', encoding="utf-8")
+    (tmp_path / "other.json").write_text('{"p1": "Two."}', encoding="utf-8")
+    (tmp_path / "._other.json").write_bytes(b"\x00\x05\x16\x07 AppleDouble")  # macOS copy
+    (tmp_path / "folder.json").mkdir()
+    assert set(prediction_rows(tmp_path)) == {"tool", "other"}
+
+
 def test_a_prediction_file_that_names_no_page_of_the_run_is_a_warning(tmp_path: Path) -> None:
     from orchestrator.runner import RunSpec, create_run
     from orchestrator.store import Store
