@@ -9,17 +9,22 @@ browser download), one browser per process (`layout` starts it on first use and
 starts a new one when it has died). Each page gets a fresh browser context and page:
 
 - no network at all: every request is aborted by a route (the document itself is not
-  a request: it is written into about:blank by `page.set_content`), and the browser
+  a request: it is written into about:blank by `page.set_content`), the context is
+  offline (which also stops WebRTC's UDP, which no proxy sees), and the browser
   talks to a proxy on a closed local port, loopback included, so what a route cannot
   see (a preconnect, a prefetch) does not reach a server either;
 - JavaScript off unless `javascript=True`; service workers blocked; a page on
   about:blank may not load file:// URLs (and any such request is aborted anyway);
+- measured once the page has loaded, by a script in a JavaScript world of its own
+  (the page's scripts cannot change what it calls), see _measure;
 - a viewport of VIEWPORT_WIDTH x VIEWPORT_HEIGHT; boxes are measured on the whole
   page (document coordinates: the box of a node below the first screen has y >= 768).
 
-The time limit is the caller's: a service runs this in its worker processes, whose
-pool kills a worker past the limit together with its child processes (the Playwright
-driver and the browser), see shared/workers.py.
+Every page is watched for its time (`timeout_s`) and the browser's memory
+(MAX_BROWSER_BYTES): past either, the browser is killed with its processes and the
+page fails; the next one starts a new browser. A service also runs this in worker
+processes whose pool kills a worker past its time limit together with its child
+processes (the Playwright driver and the browser), see shared/workers.py.
 
 An element's XPath is lxml's getpath form, as shared.flatpage.FlatPage.path gives it
 (/html/body/div[2]/p: an index only where the parent has several children of that
@@ -34,12 +39,17 @@ import contextlib
 import os
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from shared.workers import descendants
+
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Playwright, Route
+    from playwright.sync_api import Browser, Page, Playwright, Route
 
 VIEWPORT_WIDTH = 1366
 VIEWPORT_HEIGHT = 768
@@ -57,10 +67,22 @@ _LAUNCH_ARGS = [
     "--dns-prefetch-disable",
     "--disable-features=NetworkPrediction,PreloadMediaEngagementData,MediaRouter",
     "--disable-dev-shm-usage",  # a container's /dev/shm is 64 MB: shared memory in /tmp
-    "--disable-breakpad",  # no crash handler process outside the browser's tree
+    # Chromium on Linux starts its crash handler all the same (two small daemons outside
+    # the browser's tree, which end with the browser) and writes a dump per crashed
+    # page under $HOME/.config/chromium/Crash Reports, where Debian's launcher deletes
+    # it after 30 days; --disable-crashpad-for-testing would stop that, but it makes a
+    # page's script navigations hang.
+    "--disable-breakpad",
     "--disable-crash-reporter",
     "--no-sandbox",  # containers run as an unprivileged user without user namespaces
 ]
+# The most memory a page may make the browser hold (resident anonymous and shared
+# memory of all its processes): a page's scripts could otherwise fill gigabytes within
+# a service's time limit. An idle browser holds about 0.2 GB; a 9 MB page of 300,000
+# elements takes it to 1.4 GB.
+MAX_BROWSER_BYTES = 2 * 2**30
+# How often the browser's time and memory are checked while it works on a page.
+_WATCH_INTERVAL_S = 0.1
 
 # One pass over the document in the page: per element its path (lxml's form), box in
 # document coordinates, rendered or not, font size and weight. Arrays, not objects:
@@ -102,6 +124,16 @@ _MEASURE = """
   }
   return {pageWidth, pageHeight, paths, boxes, rendered, fonts};
 }
+"""
+# _MEASURE once the page has loaded (set_content only waits for the document to be
+# written: a script that navigates away during the load would keep it waiting for a
+# load event that never comes).
+_MEASURE_WHEN_LOADED = f"""
+(async () => {{
+  if (document.readyState !== 'complete')
+    await new Promise(done => addEventListener('load', done, {{once: true}}));
+  return ({_MEASURE})();
+}})()
 """
 
 
@@ -179,7 +211,11 @@ class Renderer:
     def __init__(self) -> None:
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
+        self._browser_pid: int | None = None
+        self._stopped: str | None = None
+        """Why the watch in `render` killed the browser during the current page."""
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="browser")
+        self._one_page = threading.Lock()  # the watch belongs to one page at a time
 
     def _ensure_browser(self) -> Browser:
         if self._browser is not None and self._browser.is_connected():
@@ -195,26 +231,64 @@ class Renderer:
             executable_path=chromium_path(), headless=True, args=_LAUNCH_ARGS,
             proxy={"server": _DEAD_PROXY, "bypass": ""}, chromium_sandbox=False,
             handle_sigint=False, handle_sigterm=False, handle_sighup=False)
+        session = self._browser.new_browser_cdp_session()
+        try:
+            processes = session.send("SystemInfo.getProcessInfo")["processInfo"]
+        finally:
+            session.detach()
+        self._browser_pid = next((process["id"] for process in processes
+                                  if process["type"] == "browser"), None)
         return self._browser
 
     def render(self, html: str, javascript: bool = False, timeout_s: float = 30.0) -> Layout:
-        """Lay `html` out and measure every element (see the module docstring)."""
-        return self._thread.submit(self._render_again_if_dead, html, javascript,
-                                   timeout_s).result()
+        """Lay `html` out and measure every element (see the module docstring).
+
+        Watched from the calling thread: a page past `timeout_s` (not counting the
+        browser's launch), or one that makes the browser hold more than
+        MAX_BROWSER_BYTES, gets its browser killed (the next page starts a new one) and
+        a LayoutFailedError. Playwright's own timeouts do not cover everything (an
+        evaluation waits for a page whose scripts never stop)."""
+        with self._one_page:
+            self._stopped = None
+            job = self._thread.submit(self._render_again_if_dead, html, javascript, timeout_s)
+            deadline = time.monotonic() + timeout_s
+            while not wait([job], _WATCH_INTERVAL_S).done:
+                if self._browser_pid is None:  # launching, which has a timeout of its own
+                    deadline = time.monotonic() + timeout_s
+                elif time.monotonic() > deadline:
+                    self._stop(f"the page was not laid out within {timeout_s:g} s")
+                elif browser_memory(self._browser_pid) > MAX_BROWSER_BYTES:
+                    self._stop(f"the page made the browser hold over "
+                               f"{MAX_BROWSER_BYTES >> 20} MiB")
+            return job.result()
+
+    def _stop(self, reason: str) -> None:
+        """Kill the browser and every process below it, from the calling thread (the
+        browser's thread is blocked on it); its pending calls then fail at once."""
+        pid = self._browser_pid
+        if pid is None or self._stopped is not None:
+            return
+        self._stopped = reason
+        for process in [pid, *descendants(pid)]:
+            with contextlib.suppress(OSError):
+                os.kill(process, signal.SIGKILL)
 
     def _render_again_if_dead(self, html: str, javascript: bool, timeout_s: float) -> Layout:
-        """_render; a browser that dies during the page is replaced and tried once more."""
+        """_render; a browser that dies during the page is replaced and tried once more
+        (not one killed by the watch in `render`)."""
         from playwright.sync_api import Error
 
         try:
             return self._render(html, javascript, timeout_s)
         except Error as exc:
+            if self._stopped is not None:
+                raise LayoutFailedError(self._stopped) from None
             if self._browser is None or self._browser.is_connected():
                 raise LayoutFailedError(exc.message.splitlines()[0]) from None
         try:
             return self._render(html, javascript, timeout_s)
         except Error as exc:
-            raise LayoutFailedError(exc.message.splitlines()[0]) from None
+            raise LayoutFailedError(self._stopped or exc.message.splitlines()[0]) from None
 
     def _render(self, html: str, javascript: bool, timeout_s: float) -> Layout:
         context = self._ensure_browser().new_context(
@@ -225,8 +299,8 @@ class Renderer:
             context.set_default_timeout(timeout_s * 1000)
             context.route("**/*", _refuse)
             page = context.new_page()
-            page.set_content(_without_refresh(html), wait_until="load")
-            measured: dict[str, Any] = page.evaluate(_MEASURE)
+            page.set_content(_without_refresh(html), wait_until="commit")
+            measured = _measure(page)
         finally:
             with contextlib.suppress(Exception):  # a browser that died: nothing to close
                 context.close()
@@ -244,6 +318,7 @@ class Renderer:
             with contextlib.suppress(Exception):
                 self._playwright.stop()
         self._browser = self._playwright = None
+        self._browser_pid = None
 
 
 # <meta http-equiv="refresh">: a refresh to the same document reloads about:blank
@@ -257,6 +332,30 @@ def _without_refresh(html: str) -> str:
     return _META_REFRESH.sub(r"\1x-refresh", html)
 
 
+def _measure(page: Page) -> dict[str, Any]:
+    """_MEASURE_WHEN_LOADED in a JavaScript world of its own: it shares the DOM with the
+    page's scripts but not their globals, so a page that replaced Map, parseInt or
+    Element.prototype.getBoundingClientRect (as polyfills and old libraries do) is
+    measured all the same."""
+    session = page.context.new_cdp_session(page)
+    try:
+        frame = session.send("Page.getFrameTree")["frameTree"]["frame"]["id"]
+        world = session.send("Page.createIsolatedWorld", {"frameId": frame,
+                                                          "worldName": "layout"})
+        reply = session.send("Runtime.evaluate", {
+            "expression": _MEASURE_WHEN_LOADED, "contextId": world["executionContextId"],
+            "returnByValue": True, "awaitPromise": True})
+    finally:
+        with contextlib.suppress(Exception):
+            session.detach()
+    if "exceptionDetails" in reply:  # e.g. a script removed the document's root
+        details = reply["exceptionDetails"]
+        error = details.get("exception", {}).get("description") or details["text"]
+        raise LayoutFailedError(f"measuring the page failed: {error.splitlines()[0]}")
+    measured: dict[str, Any] = reply["result"]["value"]
+    return measured
+
+
 def _refuse(route: Route) -> None:
     """Abort a request; answer a navigation (a meta refresh, a form, a link followed
     by a script) with 204 No Content, which leaves the page where it is (an aborted
@@ -265,6 +364,24 @@ def _refuse(route: Route) -> None:
         route.fulfill(status=204)
     else:
         route.abort("blockedbyclient")
+
+
+def browser_memory(pid: int | None) -> int:
+    """The memory (bytes) that the browser `pid` holds: the resident anonymous and
+    shared memory of it and of every process below it (renderers, GPU, utilities),
+    read from /proc; 0 where there is no /proc or no browser."""
+    if pid is None:
+        return 0
+    total = 0
+    for process in [pid, *descendants(pid)]:
+        try:
+            with open(f"/proc/{process}/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith(("RssAnon:", "RssShmem:")):
+                        total += int(line.split()[1]) * 1024
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    return total
 
 
 def _layout_from(measured: dict[str, Any]) -> Layout:
@@ -290,5 +407,6 @@ def renderer() -> Renderer:
 
 def layout(html: str, javascript: bool = False, timeout_s: float = 30.0) -> Layout:
     """The rendered layout of `html` in this process's browser. Raises
-    BrowserUnavailableError when no browser can run here."""
+    BrowserUnavailableError when no browser can run here, LayoutFailedError when the
+    page fails (past `timeout_s` or MAX_BROWSER_BYTES, a crash)."""
     return renderer().render(html, javascript, timeout_s)

@@ -1,6 +1,7 @@
 """CETD's Hybrid Text Density through the service, with Debian's chromium: the scores
-follow the layout, nothing is fetched, a page that never lays out is cut off with
-its browser, and without a browser htd is refused with 503."""
+follow the layout, nothing is fetched, a page that never lays out or fills memory is
+cut off with its browser, a page's scripts cannot break the measurement, and without
+a browser htd is refused with 503."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import functools
 import http.server
 import json
 import os
+import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +27,7 @@ from shared.layout import browser_problem, layout
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
 from shared.workers import descendants
+from tests.helpers import REPO
 from tests.servers import serve_app, serve_http
 
 # Generous: on a loaded machine a fresh worker may still be launching its browser
@@ -125,6 +129,98 @@ def test_scripts_run_only_when_asked() -> None:
     assert layout(html, javascript=True).boxes["/html/body/aside"].rendered
 
 
+@pytest.mark.parametrize("navigation", [
+    "location = 'http://example.com/next'",
+    "onbeforeunload = () => 'stay?'; location.replace('http://example.com/next')",
+    "document.body.innerHTML += '<form action=http://example.com/post method=post></form>';"
+    " document.forms[0].submit()",
+])
+def test_a_script_that_navigates_during_the_load_is_measured_at_once(navigation: str) -> None:
+    """The navigation is refused and the page measured as it then is (the parser
+    stops at the script), not left waiting for a load event that never comes."""
+    started = time.monotonic()
+    boxes = layout(f"<body>{STORY}<script>{navigation}</script><div>{NOTES}</div></body>",
+                   javascript=True, timeout_s=5).boxes
+    assert time.monotonic() - started < 4
+    assert boxes["/html/body/p"].rendered
+
+
+def test_scripts_that_replace_builtins_do_not_change_the_measurement() -> None:
+    """Polyfills and old libraries replace globals and prototypes; the measurement runs
+    in a JavaScript world of its own and sees the originals."""
+    html = (f"<body>{STORY}<script>window.Map = function () {{}};"
+            "window.parseInt = () => Infinity; window.parseFloat = () => 'big';"
+            "Array.prototype.push = function () {};"
+            "Element.prototype.getBoundingClientRect = () => ({left: NaN, width: 'a'});"
+            "Element.prototype.checkVisibility = () => false;</script></body>")
+    plain = layout(html).boxes
+    scripted = layout(html, javascript=True).boxes
+    assert scripted["/html/body/p"] == plain["/html/body/p"]
+    assert scripted["/html/body/p"].rendered
+
+
+def test_a_page_that_cannot_be_laid_out_is_refused_as_the_pages_fault(service: str) -> None:
+    """422 unprocessable_page with the reason, not an extractor failure."""
+    html = f"<body>{STORY}<script>document.documentElement.remove()</script></body>"
+    reply = extract(service, html, measure="htd", javascript=True)
+    assert reply.status_code == 422
+    assert reply.json()["error"] == "unprocessable_page"
+    assert reply.json()["detail"].startswith(
+        "the browser could not lay the page out: measuring the page failed: TypeError")
+
+
+# `layout` in a process of its own, with a browser of its own (one that a test has
+# killed, or one left hanging, leaves this module's alone): per page "ok" or the
+# LayoutFailedError's message, and the seconds it took.
+_LAYOUT_PAGES = """
+import json, sys, time
+import shared.layout
+pages, javascript, timeout_s, max_bytes = json.loads(sys.stdin.read())
+shared.layout.MAX_BROWSER_BYTES = max_bytes or shared.layout.MAX_BROWSER_BYTES
+outcomes = []
+for html in pages:
+    started = time.monotonic()
+    try:
+        shared.layout.layout(html, javascript, timeout_s)
+        outcomes.append(("ok", time.monotonic() - started))
+    except shared.layout.LayoutFailedError as exc:
+        outcomes.append((str(exc), time.monotonic() - started))
+print(json.dumps(outcomes))
+"""
+
+
+def layout_in_a_process(pages: list[str], timeout_s: float,
+                        max_bytes: int | None = None) -> list[tuple[str, float]]:
+    done = subprocess.run([sys.executable, "-c", _LAYOUT_PAGES], cwd=REPO,
+                          input=json.dumps([pages, True, timeout_s, max_bytes]),
+                          capture_output=True, text=True,
+                          timeout=len(pages) * (timeout_s + 10) + 30)
+    assert done.returncode == 0, done.stderr
+    return [(outcome, seconds) for outcome, seconds in json.loads(done.stdout)]
+
+
+def test_a_page_whose_scripts_never_stop_is_cut_off_in_time() -> None:
+    """Playwright's timeouts do not cover an evaluation that waits for a page busy
+    forever; the layout's own watch does, and the next page gets a new browser."""
+    busy = f"<body>{STORY}<script>setTimeout(() => {{ while (true) {{}} }}, 0)</script></body>"
+    (failed, seconds), (next_page, _) = layout_in_a_process([busy, STORY], timeout_s=3)
+    assert failed == "the page was not laid out within 3 s"
+    assert seconds < 3 + 3
+    assert next_page == "ok"
+
+
+def test_a_page_that_fills_memory_is_cut_off_with_its_browser() -> None:
+    """A script could fill gigabytes within any time limit; past MAX_BROWSER_BYTES the
+    browser is killed, and the next page gets a new one."""
+    hungry = (f"<body>{STORY}<script>const kept = [];"
+              "while (true) kept.push(new Array(1e6).fill(1.5));</script></body>")
+    (failed, seconds), (next_page, _) = layout_in_a_process(
+        [hungry, STORY], timeout_s=30, max_bytes=512 * 2**20)
+    assert failed == "the page made the browser hold over 512 MiB"
+    assert seconds < 10
+    assert next_page == "ok"
+
+
 def test_render_command_prints_the_layout_as_json(tmp_path: Path) -> None:
     page = tmp_path / "page.html"
     page.write_text(LAYOUT_PAGES["footer_off_screen"][0], encoding="utf-8")
@@ -158,7 +254,11 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 
 def test_htd_fetches_nothing(service: str) -> None:
     log: list[str] = []
-    with serve_http(functools.partial(_Recorder, log=log)) as server:
+    with serve_http(functools.partial(_Recorder, log=log)) as server, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.1", 0))
+        udp.setblocking(False)
+        stun = f"stun:127.0.0.1:{udp.getsockname()[1]}"  # WebRTC's UDP sees no proxy
         html = f"""<html><head>
           <link rel=stylesheet href="{server}/style.css">
           <link rel=preconnect href="{server}"><link rel=prefetch href="{server}/next">
@@ -172,11 +272,19 @@ def test_htd_fetches_nothing(service: str) -> None:
           <video poster="{server}/poster.png" src="{server}/video.mp4"></video>
           <object data="{server}/object"></object><embed src="{server}/embed">
           <img src="file:///etc/hostname">
-          <script>fetch("{server}/fetch"); new Image().src = "{server}/js-image";</script>
+          <script>fetch("{server}/fetch"); new Image().src = "{server}/js-image";
+            const peer = new RTCPeerConnection({{iceServers: [{{urls: "{stun}"}}]}});
+            peer.createDataChannel("d");
+            peer.createOffer().then(offer => peer.setLocalDescription(offer)).then(() => {{
+              const until = Date.now() + 300;  // time for a STUN request to go out
+              while (Date.now() < until) {{}}
+            }});</script>
           {STORY}</body></html>"""
         for javascript in (False, True):
             assert scores(extract(service, html, measure="htd", javascript=javascript))
         assert log == []
+        with pytest.raises(BlockingIOError):
+            udp.recv(1024)
         httpx.get(f"{server}/control")  # the server was there all along
         assert log == ["/control"]
 

@@ -71,12 +71,13 @@ import numpy.typing as npt
 from pydantic import Field
 
 from shared.answer import ServiceError
-from shared.contract import Algorithm, Block, Extraction, Options
+from shared.contract import Algorithm, Block, Extraction, Options, PageError
 from shared.flatpage import FlatBlock, FlatPage, flatten_html, tree_details
 from shared.layout import (
     Box,
     BrowserUnavailableError,
     Layout,
+    LayoutFailedError,
     browser_problem,
     chromium_path,
     layout,
@@ -471,11 +472,15 @@ def weighted_median(values: list[tuple[float, int]]) -> float:
 
 
 def page_layout(html: str, options: CetdOptions) -> Layout:
-    """The rendered layout for htd, or a 503 where no browser can run."""
+    """The rendered layout for htd, a 503 where no browser can run, or a 422 for a page
+    the browser could not lay out (past its memory, crashed, its scripts broke it):
+    the page's doing, so not logged as the extractor's failure."""
     try:
         return layout(html, javascript=options.javascript)
     except BrowserUnavailableError as exc:
         raise ServiceError(503, "no_browser", f"measure htd needs a browser: {exc}") from None
+    except LayoutFailedError as exc:
+        raise PageError(f"the browser could not lay the page out: {exc}") from None
 
 
 def extract(html: str, options: CetdOptions, url: str | None = None) -> Extraction:
