@@ -29,9 +29,14 @@ them, so the other commands (and `--help`) load neither aiohttp nor SciPy.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -231,8 +236,9 @@ def run(
         else:
             spec, run_id = _new_run(db, config, rows, rank_by)
             finished = False
-        results = (_finished_results(db, run_id, spec) if finished
-                   else _execute(db, run_id, spec, config))
+        with _stop_signals_as_ctrl_c():
+            results = (_finished_results(db, run_id, spec) if finished
+                       else _execute(db, run_id, spec, config))
         warnings = db.details(run_id)["warnings"]
     except StoreError as exc:
         _error(str(exc))
@@ -342,6 +348,33 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
     return RunSpec.model_validate(db.spec(run_id)), run_id
 
 
+@contextlib.contextmanager
+def _stop_signals_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (`kill`, a container or job stopped) and SIGHUP (its terminal closed,
+    unless nohup ignores it) end the run as Ctrl-C does: the services it started, in
+    sessions of their own that no signal to the run reaches, are stopped, and the
+    resume hint is printed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+
+    def as_ctrl_c(_signum: int, frame: FrameType | None) -> None:
+        # Ctrl-C's own handler: asyncio's while the run's loop runs, which cancels it
+        # cleanly; KeyboardInterrupt where Ctrl-C has none (ignored in a background job).
+        handler = signal.getsignal(signal.SIGINT)
+        if not callable(handler):
+            raise KeyboardInterrupt
+        handler(signal.SIGINT, frame)
+
+    previous = {sig: signal.signal(sig, as_ctrl_c) for sig in (signal.SIGTERM, signal.SIGHUP)
+                if sig != signal.SIGHUP or signal.getsignal(sig) != signal.SIG_IGN}  # nohup
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _local(spec: RunSpec, config: RunConfig) -> bool:
     """Whether the run starts its services (those without a URL given) itself."""
     return spec.local or config.mode == "local"
@@ -375,7 +408,8 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[P
             try:
                 urls = stack.start(timeout=180.0)
             except StackError as exc:
-                console.print(f"[red]could not start the services: {exc}")
+                console.print("[red]could not start the services: " + escape(str(exc)),
+                              highlight=False)
                 raise typer.Exit(1) from None
     done = len(db.done_keys(run_id))
     errors = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from typing import Annotated
 import httpx
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.launcher import (
@@ -23,6 +25,7 @@ from orchestrator.launcher import (
     MAX_PORT_BASE,
     LocalStack,
     StackError,
+    StartCancelledError,
     check_service,
     parse_service_list,
     service_port,
@@ -60,16 +63,25 @@ def up(
     stack = LocalStack(names, host=host,
                        ports={name: service_port(name, port_base) for name in names})
     stopping = threading.Event()
+    received: list[int] = []
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
         stopping.set()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    try:
-        urls = stack.start(timeout=timeout)
+    # SIGHUP too, unless ignored (nohup): a closed terminal would otherwise end `up`
+    # alone, its services (each in a session of its own) left running.
+    for stop_signal in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if stop_signal != signal.SIGHUP or signal.getsignal(stop_signal) != signal.SIG_IGN:
+            signal.signal(stop_signal, _stop)
+    try:  # a signal now stops the services started so far, not only once all are up
+        urls = stack.start(timeout=timeout, cancel=stopping)
+    except StartCancelledError:
+        console.print("stopped before every service was ready")
+        raise typer.Exit(128 + received[0]) from None
     except StackError as exc:
-        console.print(f"[red]could not start the services: {exc}", highlight=False)
+        console.print("[red]could not start the services: " + escape(str(exc)),
+                      highlight=False)
         raise typer.Exit(1) from None
     table = Table(title="boilerbench services")
     table.add_column("service")
@@ -87,7 +99,8 @@ def up(
                 console.print(f"[red]service process exited: {', '.join(dead)}; stopping all")
                 raise typer.Exit(1)
     finally:
-        console.print("stopping services ...")
+        with contextlib.suppress(OSError):  # a terminal that has gone takes no output
+            console.print("stopping services ...")
         stack.stop()
 
 
@@ -101,8 +114,8 @@ def extract(
     service: Annotated[str, typer.Option(help="Service name.")] = "justext",
     url: Annotated[str | None, typer.Option(
         help="Base URL of the service (default: http://127.0.0.1:<its port>, used once its "
-             "/info names the service; with --warc the job runs in-process unless --url is "
-             "given).")] = None,
+             "/info names the service; a reply from another service is refused either way; "
+             "with --warc the job runs in-process unless --url is given).")] = None,
     page_url: Annotated[str | None, typer.Option(help="The page's own URL, if known.")] = None,
     options: Annotated[str, typer.Option(help="Options as a JSON object.")] = "{}",
     in_process: Annotated[bool, typer.Option(
@@ -142,8 +155,8 @@ def extract(
         entry = get_service(service)
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0])) from None
-    if url is not None and not url.startswith(("http://", "https://")):
-        raise typer.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--url")
+    if url is not None:
+        url = _base_url(url)
     # BOILERBENCH_PORT_BASE may be set for the whole shell: only the flag is refused.
     if (port_base is not None and (in_process or url is not None or warc) and
             getattr(context.get_parameter_source("port_base"), "name", "") == "COMMANDLINE"):
@@ -180,12 +193,26 @@ def extract(
     if in_process:
         reply = _extract_in_process(entry.name, request)
     else:
-        reply = _extract_over_http(url or _default_url(entry.name, port_base, token), request,
-                                   token)
+        reply = _extract_over_http(url or _default_url(entry.name, port_base, token),
+                                   entry.name, request, token)
     if as_json:
         sys.stdout.write(json.dumps(reply, ensure_ascii=False, indent=2) + "\n")
     else:
         sys.stdout.write(f"{reply['text']}\n")
+
+
+def _base_url(url: str) -> str:
+    """--url as a base URL (without the trailing slash that would make //extract), or a
+    usage error unless it is an http(s) URL naming a host."""
+    try:
+        parsed = httpx.URL(url)
+        valid = (parsed.scheme in ("http", "https") and bool(parsed.host)
+                 and (parsed.port or 0) <= 65535)
+    except httpx.InvalidURL:
+        valid = False
+    if not valid:
+        raise typer.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--url")
+    return url.rstrip("/")
 
 
 def _check_extract_options(name: str, options: Mapping[str, object]) -> None:
@@ -200,6 +227,8 @@ def _page_bytes(name: str) -> bytes:
     """The bytes of the page named on the command line (`-`: standard input), or a
     usage error that says what is wrong with the name."""
     if name == "-":
+        if sys.stdin is None:  # started with standard input closed (<&-)
+            raise typer.BadParameter("standard input is closed: name an HTML file")
         return sys.stdin.buffer.read()
     path = Path(name)
     if path.is_dir():
@@ -240,8 +269,16 @@ def query_options(options: dict[str, object]) -> dict[str, str]:
 def _extract_in_process(name: str, request: dict[str, object]) -> dict[str, object]:
     """The service's reply to the JSON request, computed here after the warm-up a
     service's worker makes (so a first page pays no loading)."""
-    algorithm = get_service(name).algorithm()
-    algorithm.warm_up()
+    try:
+        algorithm = get_service(name).algorithm()
+        algorithm.warm_up()
+    except Exception as exc:  # a library of its extra not installed, a model file missing
+        hint = (f" (install its extra: pip install 'boilerbench[{name}]')"
+                if isinstance(exc, ImportError) else "")
+        console.print("[red]" + escape(f"cannot load the {name} extractor: "
+                                       f"{type(exc).__name__}: {exc}{hint}"),
+                      highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     reply = answer_page(algorithm, json.dumps(request).encode(), {}, "application/json")
     if reply.get("error") is not None:
         console.print(f"[red]{reply['error']}")
@@ -259,7 +296,8 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
         from orchestrator.warc import expand_paths
         from orchestrator.warc_job import JobAbortedError, WarcJob, run_job, summary_table
     except ImportError as exc:
-        console.print(f"[red]{exc}: install the `warc` extra (pip install 'boilerbench[warc]')")
+        console.print("[red]" + escape(f"{exc}: install the `warc` extra "
+                                       "(pip install 'boilerbench[warc]')"), highlight=False)
         raise typer.Exit(1) from None
 
     if out is None:
@@ -296,16 +334,34 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
     console.print(summary_table(job, tally, time.monotonic() - started))
 
 
-def _extract_over_http(base: str, request: dict[str, object], token: str | None
+def _extract_over_http(base: str, name: str, request: dict[str, object], token: str | None
                        ) -> dict[str, object]:
+    """The reply of service `name` at `base`; one line and exit 1 when there is none, or
+    when what answers is no such service (its text would pass for the one asked for)."""
     try:
         reply = httpx.post(f"{base}/extract", timeout=60.0, json=request,
                            headers=bearer_header(token))
     except httpx.TransportError as exc:
         console.print(f"[red]cannot reach {base}: {exc} (is `boilerbench up` running?)")
         raise typer.Exit(1) from None
-    body: dict[str, object] = reply.json()
+    try:
+        body = reply.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        server = reply.headers.get("server")
+        console.print(f"[red]{base} is not a boilerbench service: HTTP {reply.status_code} "
+                      f"to POST /extract{f' from {server!r}' if server else ''}, not JSON",
+                      highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
     if reply.status_code != 200:
         console.print(f"[red]HTTP {reply.status_code}: {body.get('error')}: {body.get('detail')}")
+        raise typer.Exit(1)
+    answered = body.get("algorithm")
+    if answered != name or not isinstance(body.get("text"), str):
+        what = (f"the {answered!r} service" if isinstance(answered, str) and answered != name
+                else "a reply not in the /extract contract")
+        console.print(f"[red]{base} is not the {name} service: {what} answers there "
+                      "(--service names it)", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     return body

@@ -269,9 +269,15 @@ def kubernetes(
                        "(run `boilerbench kubernetes`)", err=True)
             raise typer.Exit(1)
         return
-    out.mkdir(parents=True, exist_ok=True)
-    for name in sorted({p.name for p in out.glob("*.yaml")} - set(files)):
-        (out / name).unlink()
-    for name, text in files.items():
-        (out / name).write_text(text)
+    if out.exists() and not out.is_dir():
+        raise typer.BadParameter(f"{out} is a file: name a folder", param_hint="--out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name in sorted({p.name for p in out.glob("*.yaml")} - set(files)):
+            (out / name).unlink()
+        for name, text in files.items():
+            (out / name).write_text(text)
+    except OSError as exc:
+        typer.echo(f"cannot write the manifests to {out}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(f"wrote {len(files)} files to {out}")

@@ -6,20 +6,22 @@ through LocalStack, so what the tests start is what users start.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
 import httpx
 
-from shared.contract import bearer_header
+from shared.contract import START_FAILED, bearer_header
 from shared.registry import SERVICES, get_service
 from shared.workers import same_imports_env
 
@@ -34,6 +36,11 @@ class StackError(RuntimeError):
     def __init__(self, message: str, service: str | None = None) -> None:
         super().__init__(message)
         self.service = service
+
+
+class StartCancelledError(StackError):
+    """The start was called off (its `cancel` event set) before every service was
+    healthy; the services started so far are stopped."""
 
 
 def _max_port_base() -> int:
@@ -104,35 +111,70 @@ def free_port() -> int:
         return port
 
 
+def http_url(host: str, port: int) -> str:
+    """The base URL of a server on `host`:`port` (an IPv6 address in brackets)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def port_is_free(host: str, port: int) -> bool:
-    """Whether a server could listen on `host`:`port` now (as uvicorn binds: with
-    SO_REUSEADDR, so only a listening socket counts as taken)."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
+    """Whether a server could listen on `host`:`port` now, bound as uvicorn binds: on
+    every address `host` resolves to, with SO_REUSEADDR (so only a listening socket
+    counts as taken). OSError where no server could listen there whatever else runs
+    (a host unknown or not of this machine, a port not allowed)."""
+    for family, kind, proto, _, address in socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE):
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return False
+                raise
+    return True
 
 
-def wait_healthy(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
-    """Poll `url`/health until it answers 200; fail early if `process` exits."""
+def _error_code(reply: httpx.Response) -> object:
+    """The `error` of a contract error reply (None for any other body)."""
+    try:
+        body = reply.json()
+    except ValueError:
+        return None
+    return body.get("error") if isinstance(body, dict) else None
+
+
+def wait_healthy(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None,
+                 cancel: threading.Event | None = None, name: str | None = None) -> None:
+    """Poll `url`/health until it answers 200. Fail early if `process` exits or the
+    service says its workers failed to start (it would never be healthy); stop with
+    StartCancelledError once `cancel` is set. `name` names the service in errors."""
+    label = url if name is None else f"{name} at {url}"
     deadline = time.monotonic() + timeout
     last = "no answer"
+    pause: Callable[[float], object] = time.sleep if cancel is None else cancel.wait
     with httpx.Client(timeout=2.0) as client:
-        while time.monotonic() < deadline:
+        while True:
             if process is not None and process.poll() is not None:
-                raise StackError(f"{url}: the process exited with code {process.returncode}")
+                raise StackError(f"{label}: the process exited with code {process.returncode}",
+                                 name)
             try:
                 reply = client.get(f"{url}/health")
                 if reply.status_code == 200:
                     return
                 last = f"HTTP {reply.status_code}: {reply.text[:200]}"
+                if _error_code(reply) == START_FAILED:
+                    raise StackError(f"{label}: {reply.json().get('detail')}", name)
             except httpx.TransportError as exc:
                 last = type(exc).__name__
-            time.sleep(0.2)
-    raise StackError(f"{url} did not become healthy within {timeout:g} s ({last})")
+            # After the poll: a service found healthy has started, whenever `cancel` came.
+            if cancel is not None and cancel.is_set():
+                raise StartCancelledError(f"{label}: stopped before it was healthy", name)
+            if time.monotonic() >= deadline:
+                break
+            pause(0.2)
+    raise StackError(f"{label} did not become healthy within {timeout:g} s ({last})", name)
 
 
 @dataclass
@@ -146,32 +188,42 @@ class LocalStack:
     processes: dict[str, ServiceProcess] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # A name given twice would start two processes on one port, one of them lost.
+        self.names = list(dict.fromkeys(self.names))
         for name in self.names:
             get_service(name)  # unknown names fail here, before anything starts
 
     def port(self, name: str) -> int:
         return (self.ports or {}).get(name, SERVICES[name].port)
 
-    def start(self, timeout: float = 120.0, names: Sequence[str] | None = None
-              ) -> dict[str, str]:
+    def start(self, timeout: float = 120.0, names: Sequence[str] | None = None,
+              cancel: threading.Event | None = None) -> dict[str, str]:
         """Start every service (or the `names`, again after they died or were killed),
-        wait until each is healthy; name -> base URL of every service.
+        wait until each is healthy; name -> base URL of every service. Setting `cancel`
+        stops them all (StartCancelledError) without waiting for the rest.
 
         A port already taken fails before anything starts: otherwise another stack's
         service there could pass for ours.
         """
-        starting = self.names if names is None else names
-        taken = [f"{name} on {self.port(name)}" for name in starting
-                 if not port_is_free(self.host, self.port(name))]
+        starting = list(dict.fromkeys(self.names if names is None else names))
+        taken = []
+        for name in starting:
+            port = self.port(name)
+            try:
+                if not port_is_free(self.host, port):
+                    taken.append(f"{name} on {port}")
+            except OSError as exc:
+                raise StackError(f"{name} cannot listen on {self.host!r} port {port}: "
+                                 f"{exc.strerror or exc}", name) from None
         if taken:
             raise StackError(f"port in use: {', '.join(taken)} (another stack there? "
                              "`--port-base` moves a stack)")
-        for name in starting:
-            self._spawn(name)
         try:
-            for name in self.names if names is None else names:
+            for name in starting:
+                self._spawn(name)
+            for name in starting:
                 service = self.processes[name]
-                wait_healthy(service.url, timeout, service.process)
+                wait_healthy(service.url, timeout, service.process, cancel, name)
         except BaseException:
             self.stop()
             raise
@@ -187,7 +239,7 @@ class LocalStack:
                    "--no-access-log"]
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
-        self.processes[name] = ServiceProcess(name, f"http://{self.host}:{port}", process)
+        self.processes[name] = ServiceProcess(name, http_url(self.host, port), process)
 
     def _member_env(self, name: str) -> dict[str, str]:
         """BOILERBENCH_MEMBER_URLS naming the members of `name` that run in this stack, as
@@ -196,9 +248,9 @@ class LocalStack:
         members = [m for m in SERVICES[name].members if m in self.names]
         if not members or "BOILERBENCH_MEMBER_URLS" in os.environ:
             return {}
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        host = f"[{host}]" if ":" in host else host
-        urls = {m: f"http://{host}:{self.port(m)}" for m in members}
+        # A wildcard is no address to call; "::" binds IPv6 alone (IPV6_V6ONLY).
+        host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        urls = {m: http_url(host, self.port(m)) for m in members}
         return {"BOILERBENCH_MEMBER_URLS": json.dumps(urls)}
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
@@ -253,7 +305,7 @@ def parse_service_list(value: str | None, available: Iterable[str] = SERVICES) -
     """'a,b' -> ['a', 'b'] (validated); None, '' or 'all' -> every service."""
     if not value or value.strip() == "all":
         return list(available)
-    names = [n.strip() for n in value.split(",") if n.strip()]
+    names = list(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
     for name in names:
         get_service(name)
     return names

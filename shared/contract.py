@@ -73,6 +73,11 @@ class ErrorReply(BaseModel):
     detail: str
 
 
+START_FAILED = "start_failed"
+"""The error of GET /health once a service's extraction workers have failed to start:
+the service will never be ready, so a launcher waiting for it can stop at once."""
+
+
 def bearer_header(token: str | None) -> dict[str, str]:
     """The header a client sends to a service (or the API) started with a token; none
     without one (an empty token is none)."""

@@ -34,7 +34,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.answer import ServiceError, body_form, finish_reply
-from shared.contract import Algorithm, ErrorReply, ExtractReply
+from shared.contract import START_FAILED, Algorithm, ErrorReply, ExtractReply
 from shared.openapi import (
     HTML_BODY,
     RawOperation,
@@ -227,6 +227,14 @@ class ServiceApp(TokenGuardedApp):
         await super().dispatch(scope, receive, send)
 
 
+def starting_detail(pool: WorkerPool) -> str:
+    """Why a service that is not ready cannot answer: its workers are starting, or
+    failed to (for good: nothing starts them again)."""
+    if pool.start_error:
+        return f"the extraction workers failed to start: {pool.start_error}"
+    return "the extraction workers are starting"
+
+
 EXTRACT_OPERATION = RawOperation(
     summary="Extract the main content of a page",
     description="The page as a JSON body ({html, url, options}) or as the raw HTML "
@@ -284,7 +292,7 @@ class ExtractEndpoint:
         passes bytes on."""
         body_form(body, content_type)  # 415 or an empty body: refused without a worker
         if not self.pool.ready:
-            raise ServiceError(503, "not_ready", "the extraction workers are starting")
+            raise ServiceError(503, "not_ready", starting_detail(self.pool))
         settings = self.settings
         try:
             result = await self.pool.run(body, content_type, query, settings.time_limit_s,
@@ -349,8 +357,8 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
             raise ServiceError(503, "not_ready", "every extraction worker died; "
                                                  "replacements are starting")
         if pool.start_error:
-            raise ServiceError(503, "not_ready", f"workers failed: {pool.start_error}")
-        raise ServiceError(503, "not_ready", "the extraction workers are starting")
+            raise ServiceError(503, START_FAILED, starting_detail(pool))
+        raise ServiceError(503, "not_ready", starting_detail(pool))
 
     @app.get("/info")
     async def get_info() -> Response:

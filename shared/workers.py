@@ -66,6 +66,11 @@ class PoolBusyError(Exception):
     """No worker became free within the time limit."""
 
 
+class WorkerStartError(Exception):
+    """A worker could not build its handler (a library or a model file missing); the
+    message is the worker's own error."""
+
+
 Handler = Callable[[tuple[Any, ...], bytes], tuple[tuple[Any, ...], bytes]]
 """What a worker does with a frame: its reply frame (meta and payload)."""
 
@@ -150,7 +155,12 @@ def _worker_main(sock: socket.socket, factory: str, argument: str) -> None:
     # and stops its workers, which would only print tracebacks of their own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     module, function = factory.split(":")
-    handle: Handler = getattr(importlib.import_module(module), function)(argument)
+    try:
+        handle: Handler = getattr(importlib.import_module(module), function)(argument)
+    except Exception as exc:  # the pool says why it has no workers; the log has the rest
+        with contextlib.suppress(OSError):  # unless the pool is gone already
+            send_frame(sock, ("failed", f"{type(exc).__name__}: {' '.join(str(exc).split())}"))
+        raise
     send_frame(sock, ("ready",))
     while True:
         try:
@@ -244,7 +254,8 @@ class ProcessPool:
         try:
             workers = await asyncio.gather(*(self._spawn() for _ in range(self.size)))
         except Exception as exc:
-            self.start_error = f"{type(exc).__name__}: {exc}"
+            self.start_error = (str(exc) if isinstance(exc, WorkerStartError)
+                                else f"{type(exc).__name__}: {exc}")
             raise
         for worker in workers:
             self._idle.put_nowait(worker)
@@ -270,6 +281,9 @@ class ProcessPool:
         except Exception:
             self._kill(worker)
             raise
+        if meta[:1] == ("failed",):
+            self._kill(worker)
+            raise WorkerStartError(str(meta[1]))
         if meta != ("ready",):
             self._kill(worker)
             raise RuntimeError(f"worker of {self.factory} {self.argument} failed to start: "

@@ -3,6 +3,8 @@
 The page's text says what to do: `refuse` (PageError), `raise` (a bug), `die` (the
 process ends as a crash in native code would), `hang`, `slow` (a second's work);
 any other page is returned as one content block. `tests.misbehaving_app` serves it.
+With MISBEHAVING_START=fail in the environment its workers fail to start, as those
+of an extractor whose library or model file is missing.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ def extract(html: str, options: MisbehavingOptions, url: str | None = None) -> E
     return Extraction([Block(text=html, is_content=True, label=options.label, path=url)])
 
 
+def _warm_up() -> None:
+    if os.environ.get("MISBEHAVING_START") == "fail":
+        raise RuntimeError("the model file is missing")
+
+
 ALGORITHM = Algorithm(
     name="misbehaving",
     version="1",
@@ -41,4 +48,5 @@ ALGORITHM = Algorithm(
     score="None: blocks carry no score.",
     score_range=(0.0, 1.0),
     path_tree=None,
+    warm_up=_warm_up,
 )

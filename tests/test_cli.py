@@ -1,15 +1,17 @@
 """The `boilerbench` command as users start it: each command module loads alone, `up`
 loads no heavy library, `up --port-base` moves a stack, services on assumed ports are
-checked before use, `serve` says where it listens, an offline download fails in one
-line."""
+checked before use, a stop signal leaves no service behind, `serve` says where it
+listens, an offline download fails in one line."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -34,13 +36,18 @@ from orchestrator.launcher import (
     LocalStack,
     StackError,
     check_service,
+    http_url,
+    parse_service_list,
+    port_is_free,
     service_port,
+    wait_healthy,
 )
 from orchestrator.runner import Outcome, RunSpec, create_run, execute_run
 from orchestrator.store import Store
 from orchestrator.testsets import LabelledPage, in_memory
 from shared.registry import SERVICES
 from tests.helpers import SAMPLE, set_run_owner
+from tests.processes import process_tree
 from tests.servers import REPO, free_port, local_stack, serve_app, serve_http
 
 CLI = [sys.executable, "-m", "orchestrator.cli"]
@@ -119,6 +126,165 @@ def test_a_taken_port_fails_before_anything_starts() -> None:
         assert not stack.processes
 
 
+def test_a_host_no_server_could_listen_on_is_not_called_a_taken_port() -> None:
+    # 192.0.2.1 (TEST-NET-1) is no address of this machine.
+    stack = LocalStack(["bte"], host="192.0.2.1", ports={"bte": free_port()})
+    with pytest.raises(StackError, match=r"bte cannot listen on '192\.0\.2\.1' port \d+: "
+                                         "Cannot assign requested address"):
+        stack.start(timeout=5)
+    assert not stack.processes
+
+
+def test_an_ipv6_host_is_checked_and_called_as_ipv6() -> None:
+    with socket.socket(socket.AF_INET6) as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a server binds
+        try:
+            taken.bind(("::1", 0))
+        except OSError:
+            pytest.skip("no IPv6 loopback here")
+        port = taken.getsockname()[1]
+        assert port_is_free("::1", port)
+        taken.listen()
+        assert not port_is_free("::1", port)
+    assert http_url("::1", port) == f"http://[::1]:{port}"
+    stack = LocalStack(["readability", "ensemble"], host="::",
+                       ports={"readability": 9108, "ensemble": 9111})
+    assert json.loads(stack._member_env("ensemble")["BOILERBENCH_MEMBER_URLS"]) == {
+        "readability": "http://[::1]:9108"}
+
+
+def test_a_service_named_twice_is_started_once() -> None:
+    assert parse_service_list("bte, justext,bte") == ["bte", "justext"]
+    assert LocalStack(["bte", "bte"]).names == ["bte"]
+
+
+def test_workers_that_cannot_start_are_reported_at_once(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """Workers that failed to start are never started again: /health says so and why
+    (start_failed), /extract no longer says they are starting, and a launcher waiting
+    for the service stops at once."""
+    from shared.service import create_service_app
+    from tests.misbehaving_extractor import ALGORITHM
+
+    monkeypatch.setenv("MISBEHAVING_START", "fail")
+    reason = "the extraction workers failed to start: RuntimeError: the model file is missing"
+    with serve_app(create_service_app(ALGORITHM), ready_path=None) as url:
+        started = time.monotonic()
+        with pytest.raises(StackError, match=re.escape(f"misbehaving at {url}: {reason}")):
+            wait_healthy(url, 60, name="misbehaving")
+        assert time.monotonic() - started < 20
+        health = httpx.get(f"{url}/health")
+        extract = httpx.post(f"{url}/extract", content=b"<p>a page</p>",
+                             headers={"content-type": "text/html"})
+    assert health.status_code == extract.status_code == 503
+    assert health.json() == {"error": "start_failed", "detail": reason}
+    assert extract.json() == {"error": "not_ready", "detail": reason}
+
+
+def _slow_workers(folder: Path) -> dict[str, str]:
+    """An environment whose extraction workers take a minute to start (a sitecustomize
+    on the PYTHONPATH, which the services and their workers inherit), to signal a
+    command while its services are still starting."""
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(
+        "import sys, time\n"
+        "if 'shared.workers' in sys.orig_argv and 'extraction_handler' in str(sys.orig_argv):\n"
+        "    time.sleep(60)\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(REPO)])}
+
+
+def _services_of(pid: int, timeout: float = 60) -> list[int]:
+    """The processes below `pid` once one of its services listens and has a worker."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tree = process_tree(pid)[1:]
+        commands = [Path(f"/proc/{p}/cmdline").read_bytes() if Path(f"/proc/{p}").exists()
+                    else b"" for p in tree]
+        if any(b"shared.serving" in c for c in commands) and \
+                any(b"extraction_handler" in c for c in commands):
+            return tree
+        time.sleep(0.2)
+    raise AssertionError("no service started")
+
+
+def _alive(pids: list[int]) -> list[int]:
+    """The processes of `pids` that still run (a zombie has ended), after a moment."""
+    time.sleep(1.0)
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=["SIGINT", "SIGTERM_under_nohup", "SIGHUP"])
+def test_a_signal_while_up_starts_stops_every_service_at_once(
+        sig: signal.Signals, tmp_path: Path) -> None:
+    """Ctrl-C, SIGTERM or a closed terminal (SIGHUP) stop `up` and every service it
+    started without waiting for them to be ready; with SIGHUP ignored (nohup) it keeps
+    starting them."""
+    port = free_port()
+    base = port - (SERVICES["bte"].port - DEFAULT_PORT_BASE)
+    process = subprocess.Popen([*CLI, "up", "--services", "bte", "--port-base", str(base)],
+                               cwd=REPO, env=_slow_workers(tmp_path / "slow"),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)
+                               if sig == signal.SIGTERM else None)
+    services: list[int] = []
+    try:
+        services = _services_of(process.pid)
+        if sig == signal.SIGTERM:  # nohup: a hangup first, which changes nothing
+            os.killpg(process.pid, signal.SIGHUP)
+            time.sleep(1.0)
+            assert process.poll() is None
+        os.killpg(process.pid, sig)  # as a terminal does: the command's process group
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        for pid in _alive(services):
+            os.kill(pid, signal.SIGKILL)
+    assert process.returncode == 128 + sig, stderr
+    assert "stopped before every service was ready" in stderr
+    assert "Ready" not in stderr
+    assert "Traceback" not in stderr
+    assert not _alive(services)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_ends_a_run_and_the_services_it_started(sig: signal.Signals,
+                                                             tmp_path: Path) -> None:
+    """The run's services have sessions of their own: a SIGTERM to the run alone (`kill`,
+    a stopped container), or SIGHUP (a closed terminal), must not leave them running."""
+    process = subprocess.Popen(
+        [*CLI, "run", "--services", "bte", "--store", str(tmp_path / "runs.sqlite"),
+         "--output", str(tmp_path / "out")],
+        cwd=REPO, env=_slow_workers(tmp_path / "slow"), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    services: list[int] = []
+    try:
+        services = _services_of(process.pid)
+        process.send_signal(sig)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        left = _alive(services)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    assert not left, "services left running"
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+
+
 @pytest.mark.e2e
 def test_up_with_a_port_base_serves_on_the_shifted_port(tmp_path: Path) -> None:
     port = free_port()
@@ -128,16 +294,16 @@ def test_up_with_a_port_base_serves_on_the_shifted_port(tmp_path: Path) -> None:
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
-        info = None
-        while info is None and time.monotonic() < deadline and process.poll() is None:
-            try:
-                info = httpx.get(f"http://127.0.0.1:{port}/info", timeout=2).json()
-            except httpx.TransportError:
-                time.sleep(0.3)
-        assert info is not None, process.stderr.read() if process.poll() is not None else ""
-        assert info["name"] == "bte"
+        healthy = False
+        while not healthy and time.monotonic() < deadline and process.poll() is None:
+            with contextlib.suppress(httpx.TransportError):
+                healthy = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).is_success
+            time.sleep(0.3)
+        assert healthy, process.stderr.read() if process.poll() is not None else ""
+        assert httpx.get(f"http://127.0.0.1:{port}/info", timeout=2).json()["name"] == "bte"
     finally:
-        os.killpg(process.pid, signal.SIGTERM)  # up stops its services on SIGTERM
+        # up stops its services on SIGTERM, exit status 0 once they were all healthy.
+        os.killpg(process.pid, signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
     assert f"http://127.0.0.1:{port}" in stdout
@@ -458,6 +624,70 @@ def test_extract_says_what_is_wrong_with_the_page_named(tmp_path: Path) -> None:
                                terminal_width=200)
         assert result.exit_code == 2, result.output
         assert message in result.output, result.output
+
+
+def test_extract_over_http_prints_only_the_named_services_text() -> None:
+    """A --url is used as typed (a trailing slash too), and what answers there must be
+    the service named: another one's text, or a server that is no service, is refused
+    in one line instead of being printed (or failing with a traceback)."""
+    from shared.service import create_service_app
+    from shared.settings import ServiceSettings
+
+    page = str(sorted((SAMPLE / "html").glob("*.html"))[0])
+    runner = CliRunner()
+    no_service = partial(_Answer, body=b"<html>hello</html>", status=200)
+    with serve_app(create_service_app(SERVICES["bte"].algorithm(), ServiceSettings())) as url, \
+            serve_http(no_service) as other:
+        slash = runner.invoke(app, ["extract", page, "--service", "bte", "--url", url + "/"])
+        wrong = runner.invoke(app, ["extract", page, "--service", "justext", "--url", url],
+                              terminal_width=300)
+        nothing = runner.invoke(app, ["extract", page, "--service", "bte", "--url", other],
+                                terminal_width=300)
+    assert slash.exit_code == 0, slash.output
+    assert len(slash.stdout.split()) > 50
+    assert wrong.exit_code == nothing.exit_code == 1
+    assert wrong.output == (f"{url} is not the justext service: the 'bte' service answers "
+                            "there (--service names it)\n")
+    assert nothing.output.startswith(f"{other} is not a boilerbench service: HTTP 501 to "
+                                     "POST /extract"), nothing.output
+    assert nothing.output.count("\n") == 1
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://", "http://host:99999", "ftp://host"])
+def test_extract_refuses_a_url_that_names_no_http_server(url: str) -> None:
+    result = CliRunner().invoke(app, ["extract", "-", "--service", "bte", "--url", url],
+                                input=b"<p>a page</p>", terminal_width=200)
+    assert result.exit_code == 2, result.output
+    assert "is not an http(s) URL" in result.output
+
+
+def test_extract_with_standard_input_closed_says_so() -> None:
+    done = subprocess.run([*CLI, "extract", "-", "--service", "bte", "--in-process"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+                          preexec_fn=lambda: os.close(0), env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 2, done.stderr
+    assert "standard input is closed" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_extract_names_the_extra_an_extractor_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.registry import ServiceEntry
+
+    def missing(_entry: ServiceEntry) -> None:
+        raise ModuleNotFoundError("No module named 'selectolax'")
+
+    page = str(sorted((SAMPLE / "html").glob("*.html"))[0])
+    monkeypatch.setattr(ServiceEntry, "algorithm", missing)
+    in_process = CliRunner().invoke(app, ["extract", page, "--service", "bte", "--in-process"],
+                                    terminal_width=300)
+    monkeypatch.setitem(sys.modules, "orchestrator.warc", None)  # the `warc` extra missing
+    warc = CliRunner().invoke(app, ["extract", "--warc", "a.warc.gz", "--service", "bte",
+                                    "--out", "t.jsonl"], terminal_width=300)
+    assert in_process.exit_code == warc.exit_code == 1
+    assert in_process.output == (
+        "cannot load the bte extractor: ModuleNotFoundError: No module named 'selectolax' "
+        "(install its extra: pip install 'boilerbench[bte]')\n")
+    assert "(pip install 'boilerbench[warc]')" in warc.output
 
 
 @pytest.mark.e2e

@@ -156,6 +156,20 @@ def test_committed_manifests_are_what_the_generator_writes(tmp_path: Path) -> No
     assert "bte.yaml" in stale.output
 
 
+def test_a_folder_that_cannot_be_written_fails_in_one_line(tmp_path: Path) -> None:
+    a_file = tmp_path / "manifests.yaml"
+    a_file.write_text("")
+    runner = CliRunner()
+    is_file = runner.invoke(app, ["kubernetes", "--out", str(a_file)], terminal_width=200)
+    below_file = runner.invoke(app, ["kubernetes", "--out", str(a_file / "base")])
+    assert is_file.exit_code == 2, is_file.output
+    assert "is a file: name a folder" in is_file.output
+    assert below_file.exit_code == 1, below_file.output
+    assert below_file.output == f"cannot write the manifests to {a_file / 'base'}: " \
+                                "Not a directory\n"
+    assert a_file.read_text() == ""
+
+
 def test_every_document_is_valid_for_the_pinned_kubernetes() -> None:
     documents = [d for docs in load_documents(BASE).values() for d in docs
                  if d["kind"] != "Kustomization"]
