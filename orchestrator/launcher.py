@@ -6,6 +6,7 @@ through LocalStack, so what the tests start is what users start.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -268,19 +269,27 @@ class LocalStack:
         return {name: service.url for name, service in self.processes.items()}
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM every process group, then SIGKILL what is left after `grace` seconds."""
-        alive = [s for s in self.processes.values() if s.process.poll() is None]
-        for service in alive:
+        """SIGTERM every process group, then SIGKILL what is left after `grace` seconds.
+        A group whose main process has died is signalled too: its workers, or a
+        worker's browser, may live on in it (Linux gives no new process the number of
+        a group that still has members, so the signal reaches no stranger)."""
+        signalled = []
+        for service in self.processes.values():
             try:
                 os.killpg(service.process.pid, signal.SIGTERM)
-            except ProcessLookupError:
+            except ProcessLookupError:  # the whole group is gone
                 continue
+            signalled.append(service)
         deadline = time.monotonic() + grace
-        for service in alive:
-            try:
+        for service in signalled:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 service.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                self.kill(service.name)
+            while _group_alive(service.process.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(service.process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                service.process.wait(timeout=10)
         self.processes.clear()
 
     def __enter__(self) -> LocalStack:
@@ -290,6 +299,17 @@ class LocalStack:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process group still has a member (a zombie not yet reaped counts)."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def stack_with_members(name: str, members: Sequence[str],

@@ -34,6 +34,7 @@ from orchestrator.config import RunConfig, load_config, parse_config_text
 from orchestrator.launcher import (
     DEFAULT_PORT_BASE,
     LocalStack,
+    ServiceProcess,
     StackError,
     check_service,
     http_url,
@@ -151,6 +152,35 @@ def test_an_ipv6_host_is_checked_and_called_as_ipv6() -> None:
                        ports={"readability": 9108, "ensemble": 9111})
     assert json.loads(stack._member_env("ensemble")["BOILERBENCH_MEMBER_URLS"]) == {
         "readability": "http://[::1]:9108"}
+
+
+def test_stop_ends_what_lives_on_in_a_group_whose_main_process_died(tmp_path: Path
+                                                                     ) -> None:
+    # A service's main process gone, a worker busy on a page (or its browser) lives on
+    # in its process group: here a sleep left behind by a shell that exited.
+    pid_file = tmp_path / "pid"
+    process = subprocess.Popen(["sh", "-c", f"sleep 60 & echo $! > {pid_file}; exit 0"],
+                               start_new_session=True)
+    process.wait(timeout=10)
+    left = int(pid_file.read_text())
+    assert _running(left)
+    stack = LocalStack(["bte"], ports={"bte": free_port()})
+    stack.processes["bte"] = ServiceProcess("bte", "http://127.0.0.1:1", process)
+    stack.stop(grace=0.5)
+    deadline = time.monotonic() + 5
+    while _running(left) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(left)
+    assert not stack.processes
+
+
+def _running(pid: int) -> bool:
+    """Whether the process exists and is no zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_a_service_named_twice_is_started_once() -> None:
