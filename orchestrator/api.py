@@ -502,6 +502,16 @@ async def delete_run(run_id: str, api: Api) -> Response:
                           "status": "cancelled" if status in UNFINISHED else status})
 
 
+REPORT_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+                               "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
+"""report.html has inline CSS and SVG and nothing else (no script, no fetch), and it
+shows text from test sets and services: should any of it ever get through as markup,
+the browser still runs no script and loads nothing, on the API's own origin."""
+
+
 @router.get("/runs/{run_id}/report")
 async def get_report(run_id: str, api: Api) -> Response:
     info = api.run_info(run_id)
@@ -513,7 +523,7 @@ async def get_report(run_id: str, api: Api) -> Response:
     if not path.is_file():
         raise ServiceError(404, "report_missing",
                            f"run {run_id} is finished but its report is gone from {path}")
-    return HTMLResponse(path.read_text(encoding="utf-8"))
+    return HTMLResponse(path.read_text(encoding="utf-8"), headers=REPORT_HEADERS)
 
 
 @router.get("/runs/{run_id}/pages/{page_id}")

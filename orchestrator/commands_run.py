@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -68,9 +68,20 @@ if TYPE_CHECKING:
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 console = Console(stderr=True)
+
 out = Console()
 if not out.is_terminal:  # logs and pipes: keep the results table readable
     out = Console(width=200)
+
+
+def escape(text: str) -> str:
+    """Text to print as it is: page ids, file names and service replies may hold
+    [brackets], which rich would take for markup, and ESC sequences, which the
+    terminal would obey (report.printable writes them out)."""
+    from orchestrator.report import printable
+
+    return escape_markup(printable(text))
+
 
 app = typer.Typer()
 datasets_app = typer.Typer(help="Fetch public test sets.", no_args_is_help=True)
@@ -483,8 +494,8 @@ def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
         by_service: dict[str, int] = {}
         for r in errors:
             by_service[r.service] = by_service.get(r.service, 0) + 1
-        console.print("[yellow]errors (scored as empty output): " + ", ".join(
-            f"{s}: {n}" for s, n in sorted(by_service.items())))
+        console.print("[yellow]errors (scored as empty output): " + escape(", ".join(
+            f"{s}: {n}" for s, n in sorted(by_service.items()))), soft_wrap=True)
         first = errors[0]
         console.print("[yellow]  e.g. " + escape(f"{first.service} on {first.dataset}/"
                                                   f"{first.page_id}: {first.error}"),
@@ -497,7 +508,7 @@ def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
     failed = [row.service for row in summary.services
               if row.source == "service" and row.pages and row.errors == row.pages]
     if failed:
-        console.print(f"[red]{', '.join(sorted(set(failed)))} failed every page")
+        console.print(f"[red]{escape(', '.join(sorted(set(failed))))} failed every page")
         raise typer.Exit(1)
 
 
@@ -554,7 +565,7 @@ def runs_list(
     table.add_column("done", no_wrap=True, justify="right")
     table.add_column("errors", no_wrap=True, justify="right")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))
     out.print(table)
 
 
@@ -568,8 +579,8 @@ def _print_runs_as_blocks(store_path: Path, rows: list[tuple[str, ...]]) -> None
     for run_id, created, status, datasets, services, done, errors in rows:
         out.print(f"\n[bold]{run_id}[/]  {created}  {status}  {done} done, {errors} errors",
                   highlight=False)
-        out.print(f"  datasets: {datasets}", highlight=False)
-        out.print(f"  services: {services}", highlight=False)
+        out.print(f"  datasets: {escape(datasets)}", highlight=False)
+        out.print(f"  services: {escape(services)}", highlight=False)
 
 
 def _open_store(path: Path, *, existing: bool = False) -> Store:

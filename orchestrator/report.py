@@ -19,12 +19,14 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.models import METRICS, Counts, PageResult, RunInfo
 from orchestrator.pagediff import page_diff, segments_html
@@ -85,10 +87,24 @@ _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "|")
 
 def spreadsheet_safe(value: Any) -> Any:
     """A CSV cell no spreadsheet evaluates: text (never a number) that starts like a
-    formula gets a leading `'`, which spreadsheets show as text and do not run."""
-    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+    formula gets a leading `'`, which spreadsheets show as text and do not run. A lone
+    sign (the significance matrices' `+`, `-`, `=`) is no formula and stays as it is."""
+    if isinstance(value, str) and len(value) > 1 and value.startswith(_FORMULA_STARTS):
         return "'" + value
     return value
+
+
+# C0 and C1 control characters but tab and newline, and the two non-characters XML
+# refuses: none is text a report can show.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")
+
+
+def printable(text: str) -> str:
+    """The text with its control characters written out (`\\x1b`): an ESC sequence in
+    a page id, a file name or a service's reply would otherwise restyle or clear the
+    terminal it is printed to, break a LaTeX table, and make an SVG file unreadable."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                        else f"\\u{ord(m.group()):04x}", text)
 
 
 # ---------------------------------------------------------------- tables
@@ -242,13 +258,18 @@ def significance_matrices(summary: Summary) -> list[tuple[str, list[str], list[l
     return matrices
 
 
+# `[` and `]` in braces: a cell starting with `[` right after `\\` would be read as
+# the row's optional spacing argument.
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
                   "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                  "^": r"\textasciicircum{}"}
+                  "^": r"\textasciicircum{}", "[": "{[}", "]": "{]}", ">": r"\textgreater{}",
+                  "|": r"\textbar{}"}
 
 
 def _latex(text: str) -> str:
-    out = "".join(_LATEX_SPECIAL.get(c, c) for c in text)
+    """A cell as LaTeX text: special characters escaped, and line breaks and control
+    characters (a blank line ends a tabular cell with an error) made plain."""
+    out = "".join(_LATEX_SPECIAL.get(c, c) for c in " ".join(printable(text).split()))
     return out.replace("±", r"$\pm$").replace("–", "--").replace("<", r"$<$")
 
 
@@ -291,7 +312,8 @@ def render_table(summary: Summary, title: str = "Results", width: int | None = N
     for i in keep:
         table.add_column(header[i], justify="left" if i < 2 else "right", no_wrap=i < 3)
     for cells in rows:
-        table.add_row(*(cells[i] for i in keep))
+        # Text, not str: a label is never read as rich markup ([link=...], [/]).
+        table.add_row(*(Text(printable(cells[i])) for i in keep))
     return table
 
 
@@ -308,22 +330,44 @@ def _row_options(run: RunInfo) -> list[tuple[str, str]]:
             for row in run.services if given.get(row)]
 
 
+# Enough to keep text literal: no HTML or autolink without `<`, no link without `[`,
+# no cell split without `|`, no escape of the cell's closing `|` without `\`.
+_MD_SPECIAL = re.compile(r"([\\`|<\[])")
+
+
+def _md(text: str) -> str:
+    """Text for summary.md as it is, on one line: labels, reasons and warnings come from
+    test sets, file names and service replies, and must not become HTML, a link or a
+    table column of their own where the markdown is shown."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(printable(text).split()))
+
+
+def _md_code(text: str) -> str:
+    """A code span that holds any text: its fence is longer than any run of backticks
+    inside (CommonMark), so a backtick in the text cannot end it early."""
+    text = " ".join(printable(text).split())
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     numeric = {i for i, h in enumerate(header) if h not in ("row", "dataset", "flags", "A", "B",
                                                               "note", "")}
     return ["| " + " | ".join(header) + " |",
             "|" + "|".join("---:" if i in numeric else "---" for i in range(len(header))) + "|",
-            *["| " + " | ".join(c.replace("|", "/") for c in cells) + " |" for cells in rows]]
+            *["| " + " | ".join(_md(c) for c in cells) + " |" for cells in rows]]
 
 
 def markdown_summary(run: RunInfo, summary: Summary) -> str:
     """summary.md: the ranked results table, details, warnings and the pairwise tests."""
     header, rows = table_rows(summary)
-    lines = [f"# Run {run.id}", "",
+    lines = [f"# Run {_md(run.id)}", "",
              f"Created {run.created.isoformat()}; status {run.status}; "
-             f"datasets: {', '.join(run.datasets) or '–'}; "
-             f"rows: {', '.join(run.services) or '–'}.",
-             *[f"Options of `{row}`: `{options}`." for row, options in _row_options(run)],
+             f"datasets: {_md(', '.join(run.datasets)) or '–'}; "
+             f"rows: {_md(', '.join(run.services)) or '–'}.",
+             *[f"Options of {_md_code(row)}: {_md_code(options)}."
+               for row, options in _row_options(run)],
              "",
              "Word figures: per-page means (macro) with a bootstrap-t 95% interval; micro F1 from "
              "counts summed over pages. Shingle figures: the article-extraction benchmark's "
@@ -338,9 +382,9 @@ def markdown_summary(run: RunInfo, summary: Summary) -> str:
     lines += ["", "## Details", "", *_md_table(detail_header, details)]
     warnings = _warnings(run)
     if warnings:
-        lines += ["", f"## Warnings ({len(warnings)})", "", *[f"- {w}" for w in warnings]]
+        lines += ["", f"## Warnings ({len(warnings)})", "", *[f"- {_md(w)}" for w in warnings]]
     for dataset, matrix_header, matrix in significance_matrices(summary):
-        lines += ["", f"## Significance on {dataset} (Wilcoxon, Holm-corrected, word F1)", "",
+        lines += ["", f"## Significance on {_md(dataset)} (Wilcoxon, Holm-corrected, word F1)", "",
                   "`+`: the row is significantly better than the column (p < 0.05), `-` "
                   "worse, `=` no significant difference, `?` not testable.", "",
                   *_md_table(matrix_header, matrix)]
@@ -756,7 +800,7 @@ def _write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
-        writer.writerows(rows)
+        writer.writerows([spreadsheet_safe(cell) for cell in cells] for cells in rows)
     return path
 
 
@@ -784,7 +828,8 @@ def write_exports(out_dir: Path, summary: Summary, results: Sequence[PageResult]
         path = plots / f"{stem}.svg"
         document = svg.replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" '
                                'xmlns:xlink="http://www.w3.org/1999/xlink" ', 1)
-        path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n' + document,
+        # printable: a control character in a label would make the file no XML at all.
+        path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n' + printable(document),
                         encoding="utf-8")
         paths[f"{stem}.svg"] = path
     return paths

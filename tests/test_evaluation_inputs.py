@@ -137,6 +137,23 @@ def test_names_with_brackets_are_printed_as_they_are(tmp_path: Path) -> None:
     assert f"report.html: {tmp_path / 'out[/x]'}" in done.output
 
 
+
+def test_control_characters_in_names_are_shown_not_obeyed(tmp_path: Path) -> None:
+    """An ESC sequence in a file name would clear or retitle the terminal that prints
+    the warning naming it; it is written out instead."""
+    folder = _test_set(tmp_path)
+    (folder / "html" / "draft\x1b[2J\x1b]0;owned\x07.html").write_text(PAGE.format(GOLD),
+                                                                    encoding="utf-8")
+    (tmp_path / "tool\x1b[31m.json").write_text(json.dumps({"fine": GOLD}), encoding="utf-8")
+    done = _score("--predictions", str(tmp_path / "tool\x1b[31m.json"), "--dataset",
+                  str(folder), "--out", str(tmp_path / "out"),
+                  "--store", str(tmp_path / "store.sqlite"))
+    assert done.exit_code == 0, done.output
+    assert "\x1b" not in done.output
+    assert "\x07" not in done.output
+    assert "html/draft\\x1b[2J\\x1b]0;owned\\x07.html has no content" in done.output
+    assert "tool\\x1b[31m" in done.output
+
 def test_a_resumed_run_whose_prediction_file_is_gone_fails_in_one_line(tmp_path: Path
                                                                        ) -> None:
     from orchestrator.runner import RunSpec, create_run, folder_source

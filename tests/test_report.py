@@ -343,3 +343,87 @@ def test_a_rouge_mean_over_fewer_pages_says_over_how_many_in_every_table(
     console = Console(width=400, record=True)
     console.print(render_table(summary, width=400))
     assert "1.000 (2 of 3 pages)" in console.export_text()
+
+
+# Text a test set, a prediction file's name or a service's reply can carry into a report.
+HOSTILE_ROWS = ("=cmd|' -C calc'!A0", '"><img src=x onerror=alert(1)>', "[blink][link=evil]x",
+                "\x1b[2Jclear", "a|b\\", "new\nline", "[x](javascript:alert(1))",
+                r"\input{x}", "]]>&<")
+HOSTILE_PAGE = "<script>alert(2)</script>"
+
+
+def _hostile_outputs(tmp_path: Path) -> tuple[dict[str, Path], list[PageResult]]:
+    gold = "gold </details></div><script>alert(3)</script> words"
+    ref = prepare_page(f"<html><body><p>{gold}</p></body></html>", gold)
+    results = [PageResult(run_id="r", dataset="set", page_id=f"{HOSTILE_PAGE}{i}",
+                          service=row, status="ok", text=f"</div><svg onload=alert(4)> {gold}",
+                          scores=score_extraction(ref, f"{row} {gold}", None))
+               for row in HOSTILE_ROWS for i in range(3)]
+    results.append(PageResult(run_id="r", dataset="set", page_id="\x1b]0;title\x07",
+                              service=HOSTILE_ROWS[0], status="error",
+                              error="HTTPStatusError: 500 </td><img src=x onerror=alert(5)>",
+                              scores=score_empty(ref)))
+    run = RunInfo(id="r", datasets=["set"], services=list(HOSTILE_ROWS), status="finished",
+                  options={"services": {HOSTILE_ROWS[1]: {"x": "`<img src=x onerror=alert(6)>`"}},
+                           "warnings": ["html/<b>x</b>\n# heading.html has no content"]})
+    return write_outputs(tmp_path, run, results, gold=lambda dataset, page_id: gold), results
+
+
+def test_hostile_labels_stay_text_in_every_report(tmp_path: Path) -> None:
+    """Labels, ids, reasons and texts come from others: no report turns them into
+    markup, formulas, LaTeX commands or terminal control, and every file still parses."""
+    from lxml import etree
+    from lxml import html as lxml_html
+    from markdown_it import MarkdownIt
+
+    paths, results = _hostile_outputs(tmp_path)
+    page = lxml_html.document_fromstring(paths["html"].read_text(encoding="utf-8"))
+    ours = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "h4", "p",
+            "code", "ul", "li", "i", "b", "table", "thead", "tbody", "tr", "th", "td", "div",
+            "a", "details", "summary", "del", "ins", "svg", "rect", "line", "circle", "text"}
+    elements = [el for el in page.iter() if isinstance(el.tag, str)]
+    assert {el.tag for el in elements} <= ours
+    assert not [name for el in elements for name in el.attrib if name.startswith("on")]
+    assert all(el.get("href", "#").startswith("#") for el in elements)
+    assert len(page.findall(".//style")) == 1
+    # Plots as files are XML: a control character in a label would make them unreadable.
+    for svg in (tmp_path / "plots").glob("*.svg"):
+        assert not [el for el in etree.parse(svg).iter() if "script" in str(el.tag)]
+    # CSV: no text cell a spreadsheet would run as a formula, in any table.
+    for table in [tmp_path / "pages.csv", *(tmp_path / "tables").glob("*.csv")]:
+        with table.open(newline="", encoding="utf-8") as handle:
+            cells = [cell for row in csv.reader(handle) for cell in row]
+        assert not [c for c in cells if len(c) > 1 and c[0] in "=+-@\t\r"], table
+    assert any(c.startswith("'=cmd") for c in (tmp_path / "tables" / "results.csv").read_text(
+        encoding="utf-8").split(","))
+    # summary.md: rendered, nothing is HTML or a link, and each table row keeps its columns.
+    summary = paths["markdown"].read_text(encoding="utf-8")
+    rendered = MarkdownIt("commonmark").enable("table").render(summary)
+    assert not re.search(r"<(img|script|a)\b", rendered), rendered
+    assert rendered.count("<h1>") == 1  # the run's title, not the warning's `# heading`
+    assert "\x1b" not in summary
+    for table in re.findall(r"<table>.*?</table>", rendered, re.DOTALL):
+        widths = {row.count("<td") + row.count("<th") for row in re.findall(
+            r"<tr>.*?</tr>", table, re.DOTALL)}
+        assert len(widths) == 1, table
+    assert 'onerror=alert(6)>`' in summary  # inside a code span whose fence the ` cannot end
+    # LaTeX: every row has the header's cells, and no row starts with `[` (after `\\`,
+    # an optional argument) or holds a bare command, brace or control character.
+    for tex in (tmp_path / "tables").glob("*.tex"):
+        lines = tex.read_text(encoding="utf-8").splitlines()
+        body = lines[lines.index(r"\toprule") + 1:lines.index(r"\bottomrule")]
+        rows = [line for line in body if line != r"\midrule"]
+        assert all(line.endswith(r" \\") for line in rows), tex
+        counts = {len(re.split(r"(?<!\\) & ", line)) for line in rows}
+        assert len(counts) == 1, (tex, counts)
+        for line in rows:
+            assert not line.lstrip().startswith("[")
+            assert r"\input" not in line
+            assert "\x1b" not in line
+    # The terminal table: rich markup and ESC sequences are shown, not obeyed.
+    console = Console(record=True, width=300, force_terminal=True)
+    console.print(render_table(summarize(results), width=300))
+    shown = console.export_text(styles=False)
+    assert "[blink][link=evil]x" in shown
+    assert "\\x1b[2Jclear" in shown
+    assert "\x1b[2J" not in console.export_text(styles=True)

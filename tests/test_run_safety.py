@@ -453,7 +453,12 @@ def test_a_finished_run_whose_report_is_gone_gets_404(api: tuple[str, Path, Path
     url, _, _ = api
     run_id = _inline_run(url).json()["id"]
     assert _wait_status(url, run_id, "finished")["status"] == "finished"
-    assert httpx.get(f"{url}/runs/{run_id}/report", headers=AUTH).status_code == 200
+    report = httpx.get(f"{url}/runs/{run_id}/report", headers=AUTH)
+    assert report.status_code == 200
+    # It shows others' text: the browser is told to run no script and load nothing.
+    assert report.headers["content-security-policy"].startswith("default-src 'none';")
+    assert "script-src" not in report.headers["content-security-policy"]
+    assert report.headers["x-content-type-options"] == "nosniff"
     (tmp_path / "out" / run_id / "report.html").unlink()
     reply = httpx.get(f"{url}/runs/{run_id}/report", headers=AUTH)
     assert (reply.status_code, reply.json()["error"]) == (404, "report_missing")
