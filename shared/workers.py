@@ -161,13 +161,14 @@ def _worker_main(sock: socket.socket, factory: str, argument: str) -> None:
         with contextlib.suppress(OSError):  # unless the pool is gone already
             send_frame(sock, ("failed", f"{type(exc).__name__}: {' '.join(str(exc).split())}"))
         raise
-    send_frame(sock, ("ready",))
+    reply: tuple[tuple[Any, ...], bytes] = (("ready",), b"")
     while True:
-        try:
+        try:  # the pool gone (closed while this worker started or worked): nothing to say
+            send_frame(sock, *reply)
             meta, payload = receive_frame(sock)
         except (EOFError, OSError):
             return
-        send_frame(sock, *handle(meta, payload))
+        reply = handle(meta, payload)
 
 
 def descendants(pid: int) -> list[int]:

@@ -26,7 +26,9 @@ from shared.workers import (
     SOCKET_BUFFER_BYTES,
     ExtractionFailedError,
     ExtractionTimeoutError,
+    Handler,
     WorkerPool,
+    _worker_main,
     descendants,
     receive_frame,
     send_frame,
@@ -205,3 +207,24 @@ def test_a_pool_closed_while_it_replaces_a_worker_leaves_the_next_pool_working()
         return time.monotonic() - started
 
     assert asyncio.run(go()) < 15
+
+
+def echo_handler(argument: str) -> Handler:
+    """A worker handler for the test below: each frame back as it came."""
+    return lambda meta, payload: (meta, payload)
+
+
+@pytest.mark.parametrize("frames", [0, 1])
+def test_a_worker_whose_pool_is_gone_ends_quietly(frames: int) -> None:
+    # A pool closed while its worker starts (0 frames) or works (1): the worker's reply
+    # finds the socket closed, and it ends without a traceback in the service's log.
+    ours, theirs = socket.socketpair()
+    for _ in range(frames):
+        send_frame(ours, ("page",), b"<p>x</p>")
+    ours.close()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        _worker_main(theirs, "tests.test_workers:echo_handler", "")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        theirs.close()
