@@ -202,12 +202,21 @@ def serve(app: Any, host: str, port: int, limits: HttpLimits | None = None,
     server.run()
 
 
+def _port(value: str) -> int:
+    """A TCP port number: uvicorn would otherwise start and stop at once on 70000,
+    with no word of why."""
+    port = int(value)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is no TCP port (0-65535)")
+    return port
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m shared.serving", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("app", help="module:attribute of the ASGI app")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=_port, default=8000)
     parser.add_argument("--factory", action="store_true", help="the attribute makes the app")
     parser.add_argument("--env-prefix", default="BOILERBENCH_",
                         help="prefix of the limits' environment variables")

@@ -246,3 +246,13 @@ def test_a_request_the_http_parser_cannot_read_gets_a_json_400(
     assert error["error"] == "bad_request"
     assert error["detail"].startswith("the HTTP request is malformed")
     assert httpx.get(f"{url}/health", timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_a_port_no_server_can_have_is_a_usage_error(port: str) -> None:
+    # uvicorn started and stopped at once on such a port, without a word of why.
+    from shared.serving import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["services.bte.app:app", "--port", port])
+    assert stopped.value.code == 2
