@@ -8,6 +8,9 @@ byte for byte. Training needs the `train` extra (LightGBM, scikit-learn).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,11 +24,14 @@ DatasetOption = Annotated[list[Path], typer.Option(
     help="A dataset folder (html/ + content/); repeat for several (leave-one-dataset-out "
          "needs two or more; the shipped models use all four development datasets).",
     exists=True, file_okay=False)]
-SeedOption = Annotated[int, typer.Option(help="Random seed (training is deterministic).")]
+# scikit-learn's network takes seeds of 0 to 2**32 - 1 only; refused up front rather
+# than after the pages are labelled.
+SeedOption = Annotated[int, typer.Option(
+    min=0, max=2**32 - 1, help="Random seed (training is deterministic).")]
 LimitOption = Annotated[int | None, typer.Option(
     min=1, help="Use only the first N pages (by id) of each dataset.")]
 WorkersOption = Annotated[int | None, typer.Option(
-    help="Processes that compute the pages' features (default: up to 2).")]
+    min=1, help="Processes that compute the pages' features (default: up to 2).")]
 
 
 def _check_datasets(datasets: list[Path]) -> None:
@@ -57,6 +63,31 @@ def _check_datasets(datasets: list[Path]) -> None:
                                      f"content/ ({shown})", param_hint="--dataset")
 
 
+def _check_out(out: Path) -> None:
+    """Refuse, before any work, a model file that could not be written at the end: a
+    folder in its place, or a nearest existing parent that is a file or not writable."""
+    if out.exists() and not out.is_file():
+        raise typer.BadParameter(f"{out} exists and is not a file", param_hint="--out")
+    parent = out.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise typer.BadParameter(f"{parent} is not a folder", param_hint="--out")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise typer.BadParameter(f"cannot write in {parent}", param_hint="--out")
+
+
+@contextmanager
+def _data_errors() -> Iterator[None]:
+    """Unusable datasets found while loading them, as a usage error rather than a trace."""
+    from shared.training import TrainingDataError
+
+    try:
+        yield
+    except TrainingDataError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--dataset") from None
+
+
 def _summary(metadata: dict[str, Any], out: Path) -> None:
     lodo = metadata["leave_one_dataset_out"]
     console.print(f"shipped {metadata['shipped']}: leave-one-dataset-out word F1 "
@@ -82,8 +113,10 @@ def density(
 
     _check_datasets(dataset)
     out = out or DEFAULT_MODEL
-    model = train_density(dataset, out, seed=seed, limit=limit, workers=workers or 2,
-                          log=console.print)
+    _check_out(out)
+    with _data_errors():
+        model = train_density(dataset, out, seed=seed, limit=limit, workers=workers or 2,
+                              log=console.print)
     _summary(model.metadata, out)
 
 
@@ -104,8 +137,10 @@ def fusion(
 
     _check_datasets(dataset)
     out = out or DEFAULT_MODEL
-    model = train_fusion(dataset, out, seed=seed, limit=limit, workers=workers,
-                         log=console.print)
+    _check_out(out)
+    with _data_errors():
+        model = train_fusion(dataset, out, seed=seed, limit=limit, workers=workers,
+                             log=console.print)
     _summary(model.metadata, out)
 
 
@@ -117,7 +152,8 @@ def ensemble(
     ] = None,
     seed: SeedOption = 0,
     workers: Annotated[int, typer.Option(
-        help="Processes that compute the members' answers and the pages' features.")] = 2,
+        min=1, help="Processes that compute the members' answers and the pages' features.")
+    ] = 2,
     costs_from: Annotated[Path | None, typer.Option(
         help="Choose the members by the CPU costs recorded in this model file instead of "
         "the ones measured now (reproduces that file byte for byte).",
@@ -133,14 +169,33 @@ def ensemble(
 
     _check_datasets(dataset)
     out = out or DEFAULT_MODEL
-    costs = None
-    if costs_from is not None:
-        from services.ensemble.model import read_model
-
-        costs = read_model(costs_from).metadata["member_cpu_ms"]
-    model = train_ensemble(dataset, out, seed=seed, workers=workers, costs=costs,
-                           log=console.print)
+    _check_out(out)
+    costs = None if costs_from is None else _recorded_costs(costs_from)
+    with _data_errors():
+        model = train_ensemble(dataset, out, seed=seed, workers=workers, costs=costs,
+                               log=console.print)
     evaluation = model.metadata["evaluation"]
     console.print(f"leave-one-dataset-out word F1 (default members "
                   f"{', '.join(model.default_members)}): {evaluation['default_members']}; "
                   f"wrote {out}")
+
+
+def _recorded_costs(path: Path) -> dict[str, float]:
+    """The members' CPU costs recorded in an ensemble model file, refused up front when
+    the file is not one or lacks a member training asks (it would fail after the
+    members' answers were computed)."""
+    from services.ensemble.members import TRAINING_MEMBERS
+    from services.ensemble.model import read_model
+
+    try:
+        costs: dict[str, float] = dict(read_model(path).metadata["member_cpu_ms"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise typer.BadParameter(f"{path} is not an ensemble model file with the members' "
+                                 f"costs ({type(exc).__name__}: {exc})",
+                                 param_hint="--costs-from") from None
+    missing = [m for m in TRAINING_MEMBERS
+               if not isinstance(costs.get(m), int | float) or isinstance(costs[m], bool)]
+    if missing:
+        raise typer.BadParameter(f"{path} records no cost for {', '.join(missing)}",
+                                 param_hint="--costs-from")
+    return costs

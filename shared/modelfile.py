@@ -10,6 +10,8 @@ give wrong probabilities.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,9 +29,26 @@ def check_header(data: dict[str, Any], format_name: str, version: int,
 
 def write_json(data: dict[str, Any], path: Path) -> None:
     """Write `data` as stable JSON (sorted keys, compact), creating the folder."""
+    write_atomically(path, (json.dumps(data, sort_keys=True, separators=(",", ":"))
+                            + "\n").encode("utf-8"))
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write beside `path` and rename over it, creating the folder, so an interrupted
+    or failed write leaves the previous file (or none), never half a model that a
+    service would fail to load or half a cache that training would misread."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n",
-                    encoding="utf-8")
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temp, 0o666 & ~umask)  # as a plain write would (mkstemp makes 0600)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -47,6 +47,23 @@ Labeller = Callable[[str], Units]
 CHECK_PAGES = 3  # pages per dataset whose word F1 is recorded for the reproduction test
 
 
+class TrainingDataError(ValueError):
+    """Datasets that load but cannot train a model (the command reports it as a usage
+    error: the fix is in the data, not the code)."""
+
+
+def require_usable(dataset: str, pages: int, content_units: int, unit_name: str) -> None:
+    """Refuse a dataset left with no page (every one refused as not HTML) or with no unit
+    labelled content (gold texts empty or not these pages'): a model trained on it would
+    be scored on nothing, or learn that nothing is content."""
+    if pages == 0:
+        raise TrainingDataError(f"{dataset}: no page to train on (every page is empty, "
+                                "binary or without HTML markup)")
+    if content_units == 0:
+        raise TrainingDataError(f"{dataset}: none of its {unit_name} is labelled content "
+                                "(are the gold texts in content/ empty, or of other pages?)")
+
+
 @dataclass
 class TrainingPage:
     """One labelled page: its units' features, labels and tokens, and the gold words."""
@@ -340,8 +357,9 @@ def train_model(learner: Learner[ServiceModel], datasets: Sequence[Path], out: P
         for meta in data_meta:
             log(f"{meta['name']}: {meta['pages']} pages, {meta[learner.unit_name]} "
                 f"{learner.unit_name}")
-        if not pages:
-            raise ValueError("no pages to train on")
+        for meta in data_meta:
+            require_usable(meta["name"], meta["pages"], meta[f"content_{learner.unit_name}"],
+                           learner.unit_name)
         names = sorted({p.dataset for p in pages})
         evaluations = evaluate_candidates(pages, learner.candidates, learner.rules, log)
         shipped = max(evaluations, key=lambda n: evaluations[n]["mean"]) if evaluations \

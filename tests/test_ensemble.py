@@ -3,6 +3,7 @@ going down one by one (real processes), and the model file replaying its trainin
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import threading
@@ -360,6 +361,14 @@ def test_training_cache_asks_a_member_again_when_its_folder_changes(
         with (root / edited).open("a", encoding="utf-8") as file:
             file.write("\n# edited\n")
         assert ask()[0] == ["set: computing bte on 1 pages"], edited
+    # A page edited under its old id is asked again, and its new text comes back.
+    (dataset / "html" / "a.html").write_text(
+        "<html><body><p>" + "Other words now stand in the paragraph here. " * 5
+        + "</p></body></html>", encoding="utf-8")
+    said, edited_page = ask()
+    assert said == ["set: computing bte on 1 pages"]
+    assert "Other words" in (edited_page.text or "")
+    assert ask()[0] == []
 
 
 def test_info_gives_the_models_held_out_figures() -> None:
@@ -460,3 +469,28 @@ def test_the_held_out_figures_record_the_choices_made_without_each_dataset() -> 
     assert metadata["evaluation"]["default_members"] == held_out["word_f1"]
     for name in datasets:
         assert held_out["trained_on"][name] == sorted(datasets - {name})
+
+
+def test_training_cache_computes_again_a_file_cut_short(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stored file cut short (a run stopped while writing it) or of another shape is
+    asked anew rather than failing the training."""
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
+    dataset = tmp_path / "set"
+    (dataset / "html").mkdir(parents=True)
+    (dataset / "content").mkdir()
+    (dataset / "html" / "a.html").write_text(
+        "<html><body><p>" + "A paragraph of plain words for the member. " * 5
+        + "</p></body></html>", encoding="utf-8")
+    (dataset / "content" / "a.txt").write_text("A paragraph", encoding="utf-8")
+    stored = tmp_path / "cache" / "set" / "bte.json.gz"
+    said: list[str] = []
+    cache.member_answers([dataset], ["bte"], 1, said.append)
+    whole = stored.read_bytes()
+    for broken in (whole[: len(whole) // 2], gzip.compress(b"[1, 2]")):
+        stored.write_bytes(broken)
+        said.clear()
+        answers = cache.member_answers([dataset], ["bte"], 1, said.append)
+        assert said == ["set: computing bte on 1 pages"]
+        assert "plain words" in (answers[("set", "a")]["bte"].text or "")
+    assert sorted(p.name for p in stored.parent.iterdir()) == ["bte.json.gz"]

@@ -9,6 +9,7 @@ commands in REFERENCES when the training code changes on purpose). The full comm
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,95 @@ def test_train_refuses_what_it_cannot_train_on(service: str, tmp_path: Path,
         assert result.exit_code == 2, result.output
         assert message in result.output, result.output
     assert not (tmp_path / "model.json").exists()
+
+
+PAGE = "<html><body><p>Some words of a page.</p></body></html>"
+
+
+def two_sets(tmp_path: Path) -> list[Path]:
+    return [write_test_set(tmp_path / name, {name: (PAGE, "Some words of a page.")})
+            for name in ("one", "two")]
+
+
+def refusal(args: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """The output of a command that must stop with a usage error, before any traceback."""
+    from services.ensemble import cache
+
+    monkeypatch.setenv("COLUMNS", "300")  # usage errors in one line
+    # Were the refusal missing, ensemble training would store the members' answers.
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    return result.output
+
+
+@pytest.mark.parametrize("service", ["density", "fusion", "ensemble"])
+def test_train_refuses_an_out_path_or_option_it_cannot_use(
+        service: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checked before any page is labelled, not found when the model is written."""
+    datasets = [a for d in two_sets(tmp_path) for a in ("--dataset", str(d))]
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    out = str(tmp_path / "model.json")
+    cases = {"exists and is not a file": ["--out", str(tmp_path / "folder")],
+             "file is not a folder": ["--out", str(tmp_path / "file" / "sub" / "m.json")],
+             "'--seed'": ["--out", out, "--seed", "-1"],
+             "'--workers'": ["--out", out, "--workers", "0"]}
+    for message, options in cases.items():
+        output = refusal(["train", service, *datasets, *options], monkeypatch, tmp_path)
+        assert message in output, output
+    assert not (tmp_path / "model.json").exists()
+
+
+@pytest.mark.parametrize("service", ["density", "fusion"])
+def test_train_refuses_datasets_it_cannot_learn_from(
+        service: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dataset left with no HTML page, or whose gold labels no unit as content, would
+    give a model scored on nothing or one that keeps nothing."""
+    good = two_sets(tmp_path)[0]
+    not_html = write_test_set(tmp_path / "plain", {"p": ("plain text, no markup", "plain")})
+    no_gold = write_test_set(tmp_path / "empty", {"e": (PAGE, "")})
+    other_gold = write_test_set(tmp_path / "other", {"o": (PAGE, "nothing of the page")})
+    cases = {"plain: no page to train on": not_html,
+             "empty: none of its": no_gold,
+             "other: none of its": other_gold}
+    out = tmp_path / "model.json"
+    for message, folder in cases.items():
+        args = ["train", service, "--dataset", str(good), "--dataset", str(folder),
+                "--workers", "1", "--out", str(out)]
+        output = refusal(args, monkeypatch, tmp_path)
+        assert message in output, output
+    assert not out.exists()
+
+
+def test_train_ensemble_refuses_costs_from_a_file_without_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read before the members' answers are computed, not after."""
+    datasets = [a for d in two_sets(tmp_path) for a in ("--dataset", str(d))]
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json", encoding="utf-8")
+    fusion_model = Path(__file__).parent.parent / "services/fusion/model/fusion-v2.json"
+    for costs in (broken, fusion_model):
+        output = refusal(["train", "ensemble", *datasets, "--costs-from", str(costs),
+                          "--out", str(tmp_path / "model.json")], monkeypatch, tmp_path)
+        assert "is not an ensemble model file" in output, output
+    assert not (tmp_path / "model.json").exists()
+
+
+def test_an_interrupted_model_write_leaves_the_previous_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while a model file is written must not leave half a model behind."""
+    import shared.modelfile
+
+    out = tmp_path / "model.json"
+    out.write_text('{"old": true}\n', encoding="utf-8")
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        shared.modelfile.write_json({"new": list(range(1000))}, out)
+    assert out.read_text(encoding="utf-8") == '{"old": true}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["model.json"]

@@ -6,7 +6,7 @@ minutes, so the answers (text, blocks, CPU milliseconds) are computed in a proce
 pool, in this process's way of reaching members (in-process, default options), and
 stored per dataset and member under a git-ignored folder. A stored file is reused
 while the member's version, its code and model files (shared.registry.code_digest)
-and the dataset's page ids are unchanged: a retrained fusion model or a change to the
+and the dataset's page ids and HTML bytes are unchanged: a retrained fusion model or a change to the
 blocks every peer is labelled on makes new answers even though the version strings
 stay the package's and the libraries'.
 
@@ -29,6 +29,7 @@ from services.ensemble.members import MemberAnswer, ask_in_process
 from shared.contract import Block
 from shared.datasets import REPO_ROOT
 from shared.decoding import NotHTMLError
+from shared.modelfile import write_atomically
 from shared.registry import SERVICES, code_digest
 from shared.training import load_page, page_ids
 
@@ -70,16 +71,31 @@ def _cache_file(dataset: Path, member: str) -> Path:
     return CACHE_DIR / dataset.name / f"{member}.json.gz"
 
 
-def _key(dataset: Path, member: str) -> str:
-    ids = "\n".join(page_ids(dataset))
+def _key(pages: str, member: str) -> str:
+    """A member's cached answers are good for these pages (_pages_digest) and code."""
     member_id = f"{_member_version(member)}\n{code_digest(member, REPO_ROOT)}"
-    return hashlib.sha256(f"{member_id}\n{ids}".encode()).hexdigest()
+    return hashlib.sha256(f"{member_id}\n{pages}".encode()).hexdigest()
+
+
+def _pages_digest(dataset: Path) -> str:
+    """The dataset's page ids and HTML bytes, hashed: a page edited under its old id
+    must be asked again, not answered from the cache."""
+    digest = hashlib.sha256()
+    for page_id in page_ids(dataset):
+        digest.update(f"{page_id}\n".encode())
+        digest.update(hashlib.sha256((dataset / "html" / f"{page_id}.html").read_bytes())
+                      .digest())
+    return digest.hexdigest()
 
 
 def _read(path: Path) -> dict[str, Any] | None:
+    """A stored file's contents, or None (computed anew) when it is missing, cut short
+    (EOFError: a write that was interrupted) or not one of these files."""
     try:
-        data: dict[str, Any] = orjson.loads(gzip.decompress(path.read_bytes()))
-    except (OSError, ValueError):
+        data = orjson.loads(gzip.decompress(path.read_bytes()))
+    except (OSError, EOFError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("pages"), dict):
         return None
     return data
 
@@ -93,9 +109,10 @@ def member_answers(datasets: Sequence[Path], members: Sequence[str], workers: in
     for dataset in datasets:
         stale = []
         stored: dict[str, dict[str, Any]] = {}
+        pages_digest = _pages_digest(dataset)
         for member in members:
             data = _read(_cache_file(dataset, member))
-            if data is not None and data.get("key") == _key(dataset, member):
+            if data is not None and data.get("key") == _key(pages_digest, member):
                 stored[member] = data["pages"]
             else:
                 stale.append(member)
@@ -110,10 +127,8 @@ def member_answers(datasets: Sequence[Path], members: Sequence[str], workers: in
                 pages = {page_id: answers[member]
                          for (_, page_id, _), answers in zip(jobs, computed, strict=True)
                          if answers}
-                path = _cache_file(dataset, member)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(gzip.compress(orjson.dumps(
-                    {"key": _key(dataset, member), "pages": pages})))
+                write_atomically(_cache_file(dataset, member), gzip.compress(orjson.dumps(
+                    {"key": _key(pages_digest, member), "pages": pages})))
                 stored[member] = pages
         for member, pages in stored.items():
             for page_id, data in pages.items():

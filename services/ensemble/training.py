@@ -62,6 +62,7 @@ from shared.training import (
     overall,
     page_f1,
     page_ids,
+    require_usable,
     rule_scores,
     rules,
     unit_labels,
@@ -327,6 +328,10 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameter
     members = TRAINING_MEMBERS
     pages = load_pages(datasets, (*members, *LEARNED_MEMBERS), workers, log)
     log(f"{len(pages)} pages")
+    for dataset in datasets:
+        mine = [p for p in pages if p.dataset == dataset.name]
+        require_usable(dataset.name, len(mine), int(sum(p.labels.sum() for p in mine)),
+                       "blocks")
     lodo = lodo_models(pages, members, hp, seed, log)
     names = sorted({p.dataset for p in pages})
     costs = costs or member_costs(pages, members)
