@@ -287,11 +287,16 @@ def score(
     except PredictionsError as exc:
         _error(str(exc))
         raise typer.Exit(2) from None
+    from orchestrator.store import StoreError
+
     db = _open_store(config.store_path)
     try:
         spec, run_id = _new_run(db, config, rows, rank_by, services=[])
         results = _execute(db, run_id, spec, config)
         warnings = db.details(run_id)["warnings"]
+    except StoreError as exc:
+        _error(str(exc))
+        raise typer.Exit(1) from None
     finally:
         db.close()
     _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
@@ -311,6 +316,8 @@ def _store_hint(run_id: str, config: RunConfig) -> str:
             try:
                 if other.run(run_id) is not None:
                     return f"; it is in {candidate}: add --store {candidate}"
+            except StoreError:
+                continue
             finally:
                 other.close()
     return "; name its store with --store PATH (or BOILERBENCH_STORE)"
@@ -528,6 +535,11 @@ def serve(
     overrides: dict[str, Any] = {"host": host, "port": port, "config": config_file}
     settings = ApiSettings(**{k: v for k, v in overrides.items() if v is not None})
     config = _config(settings.config, {"store": store})
+    # A store that cannot be used is one line here: from the server's startup it would
+    # be a traceback of the server's own.
+    db = _open_store(config.store_path)
+    with _store_failures(db):
+        db.runs()
 
     def listening(url: str) -> None:
         console.print(f"boilerbench API listening on {url} (Ctrl-C stops it)", highlight=False,
@@ -546,12 +558,12 @@ def runs_list(
     config = _config(config_file, {"store": store})
     db = _open_store(config.store_path, existing=True)
     rows: list[tuple[str, ...]] = []
-    for info in db.runs():
-        counts = db.counts(info.id)
-        rows.append((info.id, info.created.strftime("%Y-%m-%d %H:%M"), info.status,
-                     ", ".join(info.datasets), ", ".join(info.services),
-                     f"{counts['done']}/{counts.get('total', 0)}", str(counts["error"])))
-    db.close()
+    with _store_failures(db):
+        for info in db.runs():
+            counts = db.counts(info.id)
+            rows.append((info.id, info.created.strftime("%Y-%m-%d %H:%M"), info.status,
+                         ", ".join(info.datasets), ", ".join(info.services),
+                         f"{counts['done']}/{counts.get('total', 0)}", str(counts["error"])))
     if out.width < _RUNS_TABLE_WIDTH:
         _print_runs_as_blocks(config.store_path, rows)
         return
@@ -601,6 +613,21 @@ def _open_store(path: Path, *, existing: bool = False) -> Store:
         raise typer.Exit(2) from None
 
 
+@contextlib.contextmanager
+def _store_failures(db: Store) -> Iterator[None]:
+    """Close the store at the end; a store that fails while read or written (a damaged
+    page, a full disk) is one line and exit 1."""
+    from orchestrator.store import StoreError
+
+    try:
+        yield
+    except StoreError as exc:
+        _error(str(exc))
+        raise typer.Exit(1) from None
+    finally:
+        db.close()
+
+
 @runs_app.command("cancel")
 def runs_cancel(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
@@ -615,7 +642,7 @@ def runs_cancel(
 
     config = _config(config_file, {"store": store})
     db = _open_store(config.store_path, existing=True)
-    try:
+    with _store_failures(db):
         status = db.status(run_id)
         if status is None:
             console.print(f"[red]no run {run_id!r} in {config.store_path}")
@@ -624,8 +651,6 @@ def runs_cancel(
             console.print(f"[yellow]run {run_id} is already {status}; nothing to cancel")
             raise typer.Exit(1)
         db.set_status(run_id, "cancelled")
-    finally:
-        db.close()
     out.print(f"run {run_id}: cancelled")
 
 
@@ -640,16 +665,16 @@ def runs_show(
 
     config = _config(config_file, {"store": store})
     db = _open_store(config.store_path, existing=True)
-    info = db.run(run_id)
-    if info is None:
-        console.print(f"[red]no run {run_id!r} in {config.store_path}")
-        raise typer.Exit(2)
-    out.print(f"run {run_id}: {info.status}, {info.counts}")
-    for warning in db.details(run_id)["warnings"]:
-        console.print(f"[yellow]warning: {escape(warning)}", soft_wrap=True)
-    results = db.results(run_id)
-    spec = RunSpec.model_validate(db.spec(run_id))
-    db.close()
+    with _store_failures(db):
+        info = db.run(run_id)
+        if info is None:
+            console.print(f"[red]no run {run_id!r} in {config.store_path}")
+            raise typer.Exit(2)
+        out.print(f"run {run_id}: {info.status}, {info.counts}")
+        for warning in db.details(run_id)["warnings"]:
+            console.print(f"[yellow]warning: {escape(warning)}", soft_wrap=True)
+        results = db.results(run_id)
+        spec = RunSpec.model_validate(db.spec(run_id))
     if results:
         _print_results(results, run_id, Path(spec.output_folder), spec)
 

@@ -194,6 +194,17 @@ class RunConfig(BaseSettings):
             raise ValueError("a service is named twice")
         return names
 
+    @field_validator(*sorted(_PATH_KEYS), "dataset")
+    @classmethod
+    def _home(cls, value: Path | list[Path] | None) -> Path | list[Path] | None:
+        """`~` is the home folder wherever a path is given, as in the configuration file:
+        from the environment (BOILERBENCH_STORE=~/runs.sqlite in a unit or an env file,
+        where no shell expands it) it would otherwise name a folder `~` in the working
+        directory."""
+        if isinstance(value, list):
+            return [path.expanduser() for path in value]
+        return value.expanduser() if value is not None else None
+
     @field_validator("mode", mode="before")
     @classmethod
     def _mode_alias(cls, mode: Any) -> Any:

@@ -13,6 +13,10 @@ A store file that is empty or shorter than its own header says is refused with
 StoreError (one line naming the file), never silently started afresh: SQLite
 would take an emptied file for a new database and the runs would vanish without
 a word, and would only notice a cut one at the first read of a missing page.
+Another program's SQLite database is refused untouched, and so is a store of a newer
+SCHEMA_VERSION. Any later SQLite failure (a damaged page, a full disk, a read-only
+file) is a StoreError too; a failed write rolls back whole, so what was committed
+before stays and a run resumes from it.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import socket
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -63,26 +67,47 @@ CREATE TABLE IF NOT EXISTS page_results (
 );
 """
 
+SCHEMA_VERSION = 1
+"""The store's layout (SQLite's user_version): a store of a higher one is refused.
+Stores made before it was recorded (0) have the layout of 1."""
+
 UNFINISHED: tuple[RunStatus, ...] = ("pending", "running")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class StoreError(Exception):
-    """The store file is damaged, or locked by another process for longer than the
-    wait; the message names it and says what to do."""
+    """The store file is damaged, not a store, locked by another process for longer
+    than the wait, or cannot be written (read-only, a full disk); the message names it
+    and says what to do."""
 
 
 LOCK_WAIT_S = 30.0
 """How long a write waits for another process's lock on the store."""
 
 
-def _locked(exc: sqlite3.Error, path: Path) -> StoreError | None:
-    """The StoreError for SQLite's "database is locked" (or busy), else None."""
+def _store_error(exc: sqlite3.Error, path: Path) -> StoreError:
+    """The one-line StoreError for an SQLite failure on the store: locked by another
+    process, not writable or out of space (the store is whole: what was committed
+    stays), or else damaged."""
     message = str(exc).lower()
-    if "locked" not in message and "busy" not in message:
-        return None
-    return StoreError(f"the store {path} is locked by another process (waited "
-                      f"{LOCK_WAIT_S:g} s); try again when that process has finished")
+    if "locked" in message or "busy" in message:
+        return StoreError(f"the store {path} is locked by another process (waited "
+                          f"{LOCK_WAIT_S:g} s); try again when that process has finished")
+    if "full" in message:
+        return StoreError(f"the store {path} cannot be written: the disk is full; what was "
+                          "recorded is kept: free some space and try again")
+    if any(word in message for word in ("readonly", "read-only", "unable to open",
+                                        "disk i/o")):
+        return StoreError(f"the store {path} cannot be written ({exc}): it and its folder "
+                          "must be writable")
+    return StoreError(f"the store {path} is damaged ({exc}); restore it from a backup, or "
+                      "move it away to start a new store")
+
+
+def _store_failure(exc: sqlite3.DatabaseError) -> bool:
+    """Whether an SQLite error is the store's (damaged, locked, full, read-only) rather
+    than the statement's: a constraint a caller relies on stays what it is."""
+    return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError
 
 
 def check_store_file(path: Path) -> None:
@@ -104,7 +129,11 @@ def check_store_file(path: Path) -> None:
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big")
-    if header[24:28] == header[92:96] and pages and size < pages * page_size:
+    # A checkpoint stopped by a full disk leaves the file shorter than its header says,
+    # with the missing pages still in the write-ahead log: such a store is whole.
+    wal = path.with_name(path.name + "-wal")
+    pending = wal.exists() and wal.stat().st_size > 0
+    if header[24:28] == header[92:96] and pages and size < pages * page_size and not pending:
         raise StoreError(f"the store {path} is cut short ({size} of {pages * page_size} "
                          f"bytes); {advice}")
 
@@ -163,10 +192,11 @@ def _create_store_file(path: Path) -> None:
         return
     fresh = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(str(fresh), isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(SCHEMA)
+            db.executescript(SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
         finally:
             db.close()
         try:
@@ -176,8 +206,14 @@ def _create_store_file(path: Path) -> None:
         except OSError:  # a file system without hard links
             if not path.exists():
                 os.replace(fresh, path)
-    finally:
         fresh.unlink(missing_ok=True)
+    except (OSError, sqlite3.Error) as exc:  # a read-only or full folder
+        with suppress(OSError):
+            fresh.unlink(missing_ok=True)
+        reason: object = exc
+        if isinstance(exc, OSError) and exc.strerror:
+            reason = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+        raise StoreError(f"cannot create the store {path}: {reason}") from None
 
 
 class Store:
@@ -186,7 +222,6 @@ class Store:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             _create_store_file(self.path)
             check_store_file(self.path)
         self._lock = threading.RLock()
@@ -196,13 +231,30 @@ class Store:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
+            self._check_schema()
             with self._lock:
                 self._db.executescript(SCHEMA)
-        except sqlite3.DatabaseError as exc:
+        except StoreError:
             self._db.close()
-            raise _locked(exc, self.path) or StoreError(
-                f"the store {self.path} is damaged ({exc}); restore it from a backup, or "
-                "move it away to start a new store") from None
+            raise
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise _store_error(exc, self.path) from None
+
+    def _check_schema(self) -> None:
+        """Refuse another program's SQLite database (its tables would get ours beside
+        them) and a store of a newer schema (read by this version, it would be misread)."""
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"the store {self.path} was written by a newer boilerbench "
+                             f"(store schema {version}; this version reads up to "
+                             f"{SCHEMA_VERSION}): upgrade boilerbench to use it")
+        tables = {row[0] for row in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "runs" not in tables:
+            raise StoreError(f"the store {self.path} is an SQLite database of another "
+                             f"program (tables: {', '.join(sorted(tables))}): name a store "
+                             "of boilerbench, or a new file")
 
     def close(self) -> None:
         with self._lock:
@@ -210,18 +262,33 @@ class Store:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic transaction: all of it is committed, or none of it."""
+        """One atomic transaction: all of it is committed, or none of it. An SQLite
+        failure (a full disk, a read-only file) is a StoreError naming the store."""
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise _locked(exc, self.path) or exc from None
+                try:
+                    yield self._db
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:  # a failed COMMIT may have rolled back
+                        self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.DatabaseError as exc:
+                if not _store_failure(exc):
+                    raise
+                raise _store_error(exc, self.path) from None
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection for reads; a page SQLite finds damaged is a StoreError."""
+        with self._lock:
             try:
                 yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                if not _store_failure(exc):
+                    raise
+                raise _store_error(exc, self.path) from None
 
     # -- runs ------------------------------------------------------------------------
 
@@ -267,8 +334,8 @@ class Store:
 
     def run(self, run_id: str) -> RunInfo | None:
         """The run with its current status and progress counts, or None."""
-        with self._lock:
-            row = self._db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
+        with self._reading() as db:
+            row = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             return None
         info = _shown(RunInfo.model_validate_json(row[0]))
@@ -276,8 +343,8 @@ class Store:
 
     def status(self, run_id: str) -> RunStatus | None:
         """A run's status alone (cheap: runs poll it to notice a cancellation)."""
-        with self._lock:
-            row = self._db.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
+        with self._reading() as db:
+            row = db.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
         status: RunStatus | None = None if row is None else row[0]
         return status
 
@@ -288,8 +355,8 @@ class Store:
             return cursor.rowcount == 1
 
     def spec(self, run_id: str) -> dict[str, Any]:
-        with self._lock:
-            row = self._db.execute("SELECT spec FROM runs WHERE id = ?", (run_id,)).fetchone()
+        with self._reading() as db:
+            row = db.execute("SELECT spec FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             raise KeyError(run_id)
         spec: dict[str, Any] = json.loads(row[0])
@@ -297,9 +364,9 @@ class Store:
 
     def details(self, run_id: str) -> dict[str, Any]:
         """Status extras: warnings, error and last update of a run."""
-        with self._lock:
-            row = self._db.execute("SELECT warnings, error, updated FROM runs WHERE id = ?",
-                                   (run_id,)).fetchone()
+        with self._reading() as db:
+            row = db.execute("SELECT warnings, error, updated FROM runs WHERE id = ?",
+                             (run_id,)).fetchone()
         if row is None:
             raise KeyError(run_id)
         return {"warnings": json.loads(row[0]), "error": row[1], "updated": row[2]}
@@ -312,8 +379,8 @@ class Store:
             wanted = list(statuses)
             query += f" WHERE status IN ({', '.join('?' for _ in wanted)})"
             params = list(wanted)
-        with self._lock:
-            rows = self._db.execute(query + " ORDER BY created DESC", params).fetchall()
+        with self._reading() as db:
+            rows = db.execute(query + " ORDER BY created DESC", params).fetchall()
         return [_shown(RunInfo.model_validate_json(row[0])) for row in rows]
 
     def unfinished_runs(self) -> list[RunInfo]:
@@ -323,8 +390,8 @@ class Store:
 
     def inputs(self, run_id: str) -> dict[str, list[LabelledPage]]:
         """A run's stored input pages by dataset name (in insertion order)."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._reading() as db:
+            rows = db.execute(
                 "SELECT dataset, page_id, html, gold, feed FROM inputs WHERE run_id = ? "
                 "ORDER BY rowid", (run_id,)).fetchall()
         pages: dict[str, list[LabelledPage]] = {}
@@ -350,15 +417,15 @@ class Store:
 
     def done_keys(self, run_id: str) -> set[tuple[str, str, str]]:
         """(dataset, page_id, service) of every result already recorded for a run."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._reading() as db:
+            rows = db.execute(
                 "SELECT dataset, page_id, service FROM page_results WHERE run_id = ?",
                 (run_id,)).fetchall()
         return {(r[0], r[1], r[2]) for r in rows}
 
     def results(self, run_id: str) -> list[PageResult]:
-        with self._lock:
-            rows = self._db.execute(
+        with self._reading() as db:
+            rows = db.execute(
                 "SELECT result FROM page_results WHERE run_id = ? "
                 "ORDER BY dataset, page_id, service", (run_id,)).fetchall()
         return [PageResult.model_validate_json(row[0]) for row in rows]
@@ -366,12 +433,12 @@ class Store:
     def counts(self, run_id: str) -> dict[str, int]:
         """Recorded results of a run by status, with `done` their sum and `total`
         the planned count (services x pages, from the run's spec)."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._reading() as db:
+            rows = db.execute(
                 "SELECT status, COUNT(*) FROM page_results WHERE run_id = ? GROUP BY status",
                 (run_id,)).fetchall()
-            spec_row = self._db.execute("SELECT spec FROM runs WHERE id = ?",
-                                        (run_id,)).fetchone()
+            spec_row = db.execute("SELECT spec FROM runs WHERE id = ?",
+                                  (run_id,)).fetchone()
         counts = {"ok": 0, "error": 0, "skipped": 0}
         counts.update(dict(rows))
         counts["done"] = sum(n for _, n in rows)
@@ -381,8 +448,8 @@ class Store:
 
     def service_counts(self, run_id: str) -> dict[str, dict[str, int]]:
         """Progress per service: results by status."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._reading() as db:
+            rows = db.execute(
                 "SELECT service, status, COUNT(*) FROM page_results WHERE run_id = ? "
                 "GROUP BY service, status", (run_id,)).fetchall()
         out: dict[str, dict[str, int]] = {}

@@ -60,3 +60,24 @@ def test_resume_names_the_store_that_holds_the_run(tmp_path: Path) -> None:
         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2
     assert "add --store results/boilerbench.sqlite" in " ".join(done.stderr.split())
+
+
+def test_a_store_under_the_home_folder_from_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No shell expands `~` in an env file or a unit: it is still the home folder."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("BOILERBENCH_STORE", "~/runs.sqlite")
+    assert load_config().store_path == tmp_path / "runs.sqlite"
+
+
+def test_serve_names_a_store_it_cannot_use_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    path = tmp_path / "notes.sqlite"
+    path.write_text("not a store")
+    done = CliRunner().invoke(app, ["serve", "--store", str(path)])
+    assert done.exit_code == 2
+    assert "is not an SQLite database" in done.output
+    assert not isinstance(done.exception, SystemExit) or done.exception.code == 2

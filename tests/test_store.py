@@ -171,3 +171,144 @@ def test_a_store_locked_by_another_process_is_one_line_not_a_traceback(
     assert "locked by another process" in done.output
     assert "Traceback" not in done.output
     assert not isinstance(done.exception, sqlite3.Error)
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    done = CliRunner().invoke(app, list(args))
+    assert "Traceback" not in done.output
+    assert not isinstance(done.exception, sqlite3.Error), done.exception
+    return done.exit_code, done.output
+
+
+def test_a_damaged_page_inside_the_store_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    for i in range(50):
+        store.create_run(RunInfo(id=f"r{i}"), {"total": 0, "padding": "x" * 2000}, [])
+    store.close()
+    with path.open("r+b") as handle:  # the header is whole, a page of the tables is not
+        handle.seek(4096)
+        handle.write(b"\xff" * 4096)
+    store = Store(path)
+    with pytest.raises(StoreError, match="is damaged"):
+        store.runs()
+    store.close()
+    code, output = _cli("runs", "list", "--store", str(path))
+    assert code == 1
+    assert "is damaged" in output
+    assert output.strip().count("\n") <= 1
+
+
+def test_a_full_disk_keeps_what_was_recorded_and_the_run_resumes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.helpers import SAMPLE
+
+    path = tmp_path / "store.sqlite"
+    real_add = Store.add_result
+    written: list[str] = []
+
+    def add_until_full(self: Store, result: PageResult) -> bool:
+        if len(written) == 4:  # the disk fills: no page more for the store
+            pages = self._db.execute("PRAGMA page_count").fetchone()[0]
+            self._db.execute(f"PRAGMA max_page_count = {pages}")
+            result = result.model_copy(update={"text": "x" * 200_000})
+        added = real_add(self, result)
+        written.append(result.page_id)
+        return added
+
+    monkeypatch.setattr(Store, "add_result", add_until_full)
+    code, output = _cli("run", "--in-process", "--services", "bte", "--dataset", str(SAMPLE),
+                        "--workers", "1", "--store", str(path), "--output",
+                        str(tmp_path / "out"))
+    assert code == 1, output
+    assert "the disk is full" in output
+    run_id = output.split("--resume ")[1].split()[0]
+    store = Store(path)
+    assert len(store.results(run_id)) == 4  # every result accepted is kept
+    store.close()
+    monkeypatch.setattr(Store, "add_result", real_add)
+    code, output = _cli("run", "--resume", run_id, "--store", str(path))
+    assert code == 0, output
+    store = Store(path)
+    info = store.run(run_id)
+    assert info is not None
+    assert info.status == "finished"
+    assert info.counts["done"] == info.counts["total"] == 13
+    store.close()
+
+
+def test_a_store_that_cannot_be_written_is_named(tmp_path: Path) -> None:
+    store = _new(tmp_path / "store.sqlite")
+    store._db.execute("PRAGMA query_only = ON")  # as a read-only file is
+    with pytest.raises(StoreError, match=r"cannot be written .*readonly"):
+        store.add_result(_result("p1"))
+    assert store.results("r1") == []
+    store.close()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(StoreError, match="cannot create the store"):
+        Store(tmp_path / "file" / "store.sqlite")
+
+
+def test_another_programs_database_and_a_newer_store_are_refused_untouched(
+        tmp_path: Path) -> None:
+    other = tmp_path / "places.sqlite"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE moz_places (id INTEGER)")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="database of another program"):
+        Store(other)
+    db = sqlite3.connect(other)
+    assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["moz_places"]
+    db.close()
+    code, output = _cli("runs", "list", "--store", str(other))
+    assert code == 2
+    assert "another program" in output
+
+    newer = tmp_path / "newer.sqlite"
+    _new(newer).close()
+    db = sqlite3.connect(newer)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    db.execute("PRAGMA user_version = 2")
+    db.close()
+    with pytest.raises(StoreError, match="written by a newer boilerbench"):
+        Store(newer)
+
+    older = tmp_path / "older.sqlite"  # made before the version was recorded: the same tables
+    _new(older).close()
+    db = sqlite3.connect(older)
+    db.execute("PRAGMA user_version = 0")
+    db.close()
+    store = Store(older)
+    assert [r.id for r in store.runs()] == ["r1"]
+    store.close()
+
+
+def test_a_checkpoint_cut_by_a_full_disk_is_not_taken_for_a_cut_store(tmp_path: Path) -> None:
+    """The file is shorter than its header says, and the pages it lacks are in the
+    write-ahead log: SQLite reads such a store whole."""
+    source = tmp_path / "source.sqlite"
+    _new(source).close()
+    db = sqlite3.connect(source, isolation_level=None)
+    db.execute("PRAGMA wal_autocheckpoint = 0")
+    before = source.read_bytes()
+    db.executemany("INSERT INTO runs (id, created, updated, status, info, spec) "
+                   "VALUES (?, '', '', 'finished', ?, '{}')",
+                   [(f"x{i}", RunInfo(id=f"x{i}").model_dump_json() + " " * 3000)
+                    for i in range(40)])
+    wal = Path(f"{source}-wal").read_bytes()
+    db.execute("PRAGMA wal_checkpoint(FULL)")  # the header now counts the new pages
+    after = source.read_bytes()
+    db.close()
+    assert len(after) > len(before)
+    path = tmp_path / "store.sqlite"
+    path.write_bytes(after[:len(before)])  # the checkpoint's new pages did not fit
+    Path(f"{path}-wal").write_bytes(wal)
+    store = Store(path)
+    assert len(store.runs()) == 41
+    assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    store.close()
