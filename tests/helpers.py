@@ -221,3 +221,15 @@ def set_run_owner(store: Path, run_id: str, pid: int) -> None:
                                        "owner": f"{socket.gethostname()}:{pid}"}
         db.execute("UPDATE runs SET status = 'running', info = ? WHERE id = ?",
                    (orjson.dumps(record).decode(), run_id))
+
+
+def store_of_runs(path: Path, count: int) -> None:
+    """A store file of `count` runs, each a few kilobytes, so that it spans many
+    pages (to damage one, or cut the file)."""
+    from orchestrator.models import RunInfo
+    from orchestrator.store import Store
+
+    store = Store(path)
+    for i in range(count):
+        store.create_run(RunInfo(id=f"r{i}"), {"total": 0, "padding": "x" * 2000}, [])
+    store.close()

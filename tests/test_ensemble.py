@@ -323,6 +323,17 @@ def test_a_member_url_that_reaches_another_service_is_a_missing_member() -> None
     assert named.text == "two"
 
 
+def one_page_set(folder: Path, more: str = "") -> Path:
+    """A test set of one page `a`: a paragraph of plain words, then `more`."""
+    (folder / "html").mkdir(parents=True)
+    (folder / "content").mkdir()
+    (folder / "html" / "a.html").write_text(
+        "<html><body><p>" + "A paragraph of plain words for the member. " * 5
+        + f"</p>{more}</body></html>", encoding="utf-8")
+    (folder / "content" / "a.txt").write_text("A paragraph", encoding="utf-8")
+    return folder
+
+
 def test_training_cache_asks_a_member_again_when_its_folder_changes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A retrained model or an edited extractor or shared module keeps the version
@@ -334,13 +345,7 @@ def test_training_cache_asks_a_member_again_when_its_folder_changes(
                         ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(cache, "REPO_ROOT", root)
     monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
-    dataset = tmp_path / "set"
-    (dataset / "html").mkdir(parents=True)
-    (dataset / "content").mkdir()
-    (dataset / "html" / "a.html").write_text(
-        "<html><body><p>" + "A paragraph of plain words for the member. " * 5
-        + "</p><p><a href='/'>Home</a></p></body></html>", encoding="utf-8")
-    (dataset / "content" / "a.txt").write_text("A paragraph", encoding="utf-8")
+    dataset = one_page_set(tmp_path / "set", "<p><a href='/'>Home</a></p>")
 
     def ask() -> tuple[list[str], MemberAnswer]:
         said: list[str] = []
@@ -476,13 +481,7 @@ def test_training_cache_computes_again_a_file_cut_short(
     """A stored file cut short (a run stopped while writing it) or of another shape is
     asked anew rather than failing the training."""
     monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
-    dataset = tmp_path / "set"
-    (dataset / "html").mkdir(parents=True)
-    (dataset / "content").mkdir()
-    (dataset / "html" / "a.html").write_text(
-        "<html><body><p>" + "A paragraph of plain words for the member. " * 5
-        + "</p></body></html>", encoding="utf-8")
-    (dataset / "content" / "a.txt").write_text("A paragraph", encoding="utf-8")
+    dataset = one_page_set(tmp_path / "set")
     stored = tmp_path / "cache" / "set" / "bte.json.gz"
     said: list[str] = []
     cache.member_answers([dataset], ["bte"], 1, said.append)

@@ -63,6 +63,7 @@ from tests.helpers import (
     SAMPLE,
     overlapping_zip,
     set_run_owner,
+    store_of_runs,
     tar_bytes,
     write_test_set,
     zip_bytes,
@@ -619,10 +620,7 @@ def test_pages_csv_cells_are_not_formulas(tmp_path: Path) -> None:
 
 def test_a_damaged_store_is_named_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
-    store = Store(path)
-    for i in range(200):
-        store.create_run(RunInfo(id=f"r{i}"), {"total": 0, "padding": "x" * 2000}, [])
-    store.close()
+    store_of_runs(path, 200)
     whole = path.read_bytes()
     path.write_bytes(whole[: len(whole) // 2])
     with pytest.raises(StoreError, match=f"the store {path} is cut short"):

@@ -15,6 +15,7 @@ import pytest
 from orchestrator.models import Counts, PageResult, PageScores, RunInfo
 from orchestrator.store import Store, StoreError
 from orchestrator.testsets import LabelledPage
+from tests.helpers import store_of_runs
 
 
 def _result(page_id: str, service: str = "justext", status: str = "ok") -> PageResult:
@@ -186,10 +187,7 @@ def _cli(*args: str) -> tuple[int, str]:
 
 def test_a_damaged_page_inside_the_store_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
-    store = Store(path)
-    for i in range(50):
-        store.create_run(RunInfo(id=f"r{i}"), {"total": 0, "padding": "x" * 2000}, [])
-    store.close()
+    store_of_runs(path, 50)
     with path.open("r+b") as handle:  # the header is whole, a page of the tables is not
         handle.seek(4096)
         handle.write(b"\xff" * 4096)
