@@ -654,6 +654,43 @@ def runs_cancel(
     out.print(f"run {run_id}: cancelled")
 
 
+@runs_app.command("delete")
+def runs_delete(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    keep_outputs: Annotated[bool, typer.Option(
+        help="Keep the run's output folder (results.json, reports, outputs/).")] = False,
+    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
+    config_file: Annotated[Path | None, typer.Option("--config", exists=True)] = None,
+) -> None:
+    """Delete a run from the store (its stored pages and results), and its output folder.
+
+    A run that another live process is running is refused: `runs cancel` it, and delete
+    it once that process has stopped. An interrupted run may be deleted."""
+    import shutil
+
+    from orchestrator.runner import RunSpec, run_output_dir
+    from orchestrator.store import run_owner_alive
+
+    config = _config(config_file, {"store": store})
+    db = _open_store(config.store_path, existing=True)
+    with _store_failures(db):
+        info = db.run(run_id)
+        if info is None:
+            console.print(f"[red]no run {escape(repr(run_id))} in {config.store_path}")
+            raise typer.Exit(2)
+        if run_owner_alive(info):
+            _error(f"run {run_id} is running in another process: `boilerbench runs cancel "
+                   f"{run_id}` first, then delete it once it has stopped")
+            raise typer.Exit(1)
+        folder = run_output_dir(Path(RunSpec.model_validate(db.spec(run_id)).output_folder),
+                                run_id)
+        db.delete_run(run_id)
+    if not keep_outputs and folder.is_dir():
+        shutil.rmtree(folder, ignore_errors=True)
+    kept = f"; its outputs stay in {folder}" if keep_outputs and folder.is_dir() else ""
+    out.print(escape(f"run {run_id}: deleted{kept}"), soft_wrap=True)
+
+
 @runs_app.command("show")
 def runs_show(
     run_id: Annotated[str, typer.Argument(help="The run id.")],

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import functools
+import os
 import sqlite3
 import subprocess
 import sys
@@ -36,7 +37,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.cli import app as cli_app
@@ -361,6 +362,39 @@ def test_runs_cancel_command(tmp_path: Path) -> None:
     again = runner.invoke(cli_app, ["runs", "cancel", run_id, "--store", str(path)])
     assert again.exit_code == 1
     assert "already cancelled" in again.output
+
+
+def test_runs_delete_command(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    spec = RunSpec(datasets=[], services=["justext"], output_folder=str(tmp_path / "out"))
+    deleted, kept, running = (create_run(store, spec, memory=[in_memory("set", _pages(1))])
+                              for _ in range(3))
+    store.close()
+    for run_id in (deleted, kept, running):
+        (tmp_path / "out" / run_id).mkdir(parents=True)
+        (tmp_path / "out" / run_id / "results.json").write_text("{}")
+    set_run_owner(path, running, os.getppid())  # a live process of this host runs it
+    runner = CliRunner()
+
+    def delete(*args: str) -> Result:
+        return runner.invoke(cli_app, ["runs", "delete", *args, "--store", str(path)])
+
+    done = delete(deleted)
+    assert done.exit_code == 0, done.output
+    assert not (tmp_path / "out" / deleted).exists()
+    assert delete(kept, "--keep-outputs").exit_code == 0
+    assert (tmp_path / "out" / kept / "results.json").exists()
+    refused = delete(running)
+    assert refused.exit_code == 1
+    assert "runs cancel" in refused.output
+    assert (tmp_path / "out" / running).exists()
+    assert delete(deleted).exit_code == 2  # gone: no such run
+    store = Store(path)
+    assert store.run(deleted) is None
+    assert store.run(kept) is None
+    assert store.run(running) is not None
+    store.close()
 
 
 # ---------------------------------------------------------------- the API under load
