@@ -555,8 +555,7 @@ def runs_list(
     config_file: Annotated[Path | None, typer.Option("--config", exists=True)] = None,
 ) -> None:
     """List the runs of the store with their progress."""
-    config = _config(config_file, {"store": store})
-    db = _open_store(config.store_path, existing=True)
+    config, db = _existing_store(config_file, store)
     rows: list[tuple[str, ...]] = []
     with _store_failures(db):
         for info in db.runs():
@@ -628,6 +627,18 @@ def _store_failures(db: Store) -> Iterator[None]:
         db.close()
 
 
+def _existing_store(config_file: Path | None, store: Path | None) -> tuple[RunConfig, Store]:
+    """The configuration and the store the `runs` commands read (it must exist)."""
+    config = _config(config_file, {"store": store})
+    return config, _open_store(config.store_path, existing=True)
+
+
+def _unknown_run(run_id: str, config: RunConfig) -> typer.Exit:
+    """Say that the store holds no such run; the exit to raise (a usage error)."""
+    _error(f"no run {run_id!r} in {config.store_path}")
+    return typer.Exit(2)
+
+
 @runs_app.command("cancel")
 def runs_cancel(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
@@ -640,13 +651,11 @@ def runs_cancel(
     within a page."""
     from orchestrator.store import UNFINISHED
 
-    config = _config(config_file, {"store": store})
-    db = _open_store(config.store_path, existing=True)
+    config, db = _existing_store(config_file, store)
     with _store_failures(db):
         status = db.status(run_id)
         if status is None:
-            console.print(f"[red]no run {run_id!r} in {config.store_path}")
-            raise typer.Exit(2)
+            raise _unknown_run(run_id, config)
         if status not in UNFINISHED:
             console.print(f"[yellow]run {run_id} is already {status}; nothing to cancel")
             raise typer.Exit(1)
@@ -671,13 +680,11 @@ def runs_delete(
     from orchestrator.runner import RunSpec, run_output_dir
     from orchestrator.store import run_owner_alive
 
-    config = _config(config_file, {"store": store})
-    db = _open_store(config.store_path, existing=True)
+    config, db = _existing_store(config_file, store)
     with _store_failures(db):
         info = db.run(run_id)
         if info is None:
-            console.print(f"[red]no run {escape(repr(run_id))} in {config.store_path}")
-            raise typer.Exit(2)
+            raise _unknown_run(run_id, config)
         if run_owner_alive(info):
             _error(f"run {run_id} is running in another process: `boilerbench runs cancel "
                    f"{run_id}` first, then delete it once it has stopped")
@@ -700,13 +707,11 @@ def runs_show(
     """Print a run's status and results table."""
     from orchestrator.runner import RunSpec
 
-    config = _config(config_file, {"store": store})
-    db = _open_store(config.store_path, existing=True)
+    config, db = _existing_store(config_file, store)
     with _store_failures(db):
         info = db.run(run_id)
         if info is None:
-            console.print(f"[red]no run {run_id!r} in {config.store_path}")
-            raise typer.Exit(2)
+            raise _unknown_run(run_id, config)
         out.print(f"run {run_id}: {info.status}, {info.counts}")
         for warning in db.details(run_id)["warnings"]:
             console.print(f"[yellow]warning: {escape(warning)}", soft_wrap=True)
