@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.terminal import print_error
 from shared.registry import SERVICES
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def ps(
     try:
         rows = list_algorithms(connect(engine), project=project, token=token, timeout=timeout)
     except DockerOpsError as exc:
-        console.print(f"[red]{exc}")
+        print_error(console, str(exc))
         raise typer.Exit(1) from None
     if not rows:
         console.print("no algorithm containers (labelled org.boilerbench.role=algorithm) found")
@@ -89,5 +90,5 @@ def swap(
         swap_service(connect(engine), service, image, timeout=timeout, project=project,
                      poll=poll, on_swapped=report)
     except DockerOpsError as exc:
-        console.print(f"[red]swap failed: {exc}")
+        print_error(console, f"swap failed: {exc}")
         raise typer.Exit(1) from None

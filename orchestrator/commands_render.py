@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.terminal import print_error
 from shared.decoding import NotHTMLError, decode_html
 from shared.layout import BrowserUnavailableError, LayoutFailedError, layout
 
@@ -33,7 +34,7 @@ def render(
         html = decode_html(page.read_bytes())
         rendered = layout(html, javascript=javascript, timeout_s=timeout)
     except (NotHTMLError, BrowserUnavailableError, LayoutFailedError) as exc:
-        console.print(f"[red]{exc}[/red]", highlight=False)
+        print_error(console, str(exc))
         raise typer.Exit(1) from None
     if as_json:
         typer.echo(json.dumps(rendered.to_json(), indent=1))

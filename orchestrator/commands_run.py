@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape as escape_markup
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -54,6 +53,7 @@ from orchestrator.service_options import (
     check_options,
     unused_options,
 )
+from orchestrator.terminal import escape, print_error
 from orchestrator.testsets import (
     SCRAPINGHUB_URL,
     DatasetError,
@@ -73,14 +73,6 @@ out = Console()
 if not out.is_terminal:  # logs and pipes: keep the results table readable
     out = Console(width=200)
 
-
-def escape(text: str) -> str:
-    """Text to print as it is: page ids, file names and service replies may hold
-    [brackets], which rich would take for markup, and ESC sequences, which the
-    terminal would obey (report.printable writes them out)."""
-    from orchestrator.report import printable
-
-    return escape_markup(printable(text))
 
 
 app = typer.Typer()
@@ -223,8 +215,8 @@ def run(
             raise typer.BadParameter(f"--resume runs the run as it was recorded: drop "
                                      f"{', '.join(stored)}")
     if resume and not config.store_path.exists():
-        console.print(f"[red]no run {resume!r}: there is no store at {config.store_path}"
-                      + _store_hint(resume, config), soft_wrap=True)
+        _error(f"no run {resume!r}: there is no store at {config.store_path}"
+               + _store_hint(resume, config))
         raise typer.Exit(2)
     db = _open_store(config.store_path)
     try:
@@ -232,13 +224,11 @@ def run(
             run_id = resume
             info = db.run(run_id)
             if info is None:
-                console.print(f"[red]no run {run_id!r} in {config.store_path}"
-                              + _store_hint(run_id, config))
+                _error(f"no run {run_id!r} in {config.store_path}" + _store_hint(run_id, config))
                 raise typer.Exit(2)
             if run_owner_alive(info):
-                console.print(f"[red]run {run_id} is being executed by process {info.owner}: "
-                              f"wait for it, or stop it with `boilerbench runs cancel "
-                              f"{run_id}`", soft_wrap=True)
+                _error(f"run {run_id} is being executed by process {info.owner}: wait for "
+                       f"it, or stop it with `boilerbench runs cancel {run_id}`")
                 raise typer.Exit(2)
             spec = RunSpec.model_validate(db.spec(run_id))
             finished = info.status == "finished"
@@ -324,9 +314,8 @@ def _store_hint(run_id: str, config: RunConfig) -> str:
 
 
 def _error(text: str) -> None:
-    """One line in red, as it is: file names may hold [brackets], which rich would take
-    for markup (dropping them, or failing on a closing tag)."""
-    console.print(f"[red]{escape(text)}", soft_wrap=True)
+    """One line in red on standard error, as it is (orchestrator.terminal)."""
+    print_error(console, text)
 
 
 def _check_rank_by(rank_by: str) -> None:
@@ -355,8 +344,7 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
     try:  # now, not after every page is done
         config.output_folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        console.print(f"[red]cannot write the reports to {config.output_folder}: "
-                      f"{exc.strerror or exc}", soft_wrap=True)
+        _error(f"cannot write the reports to {config.output_folder}: {exc.strerror or exc}")
         raise typer.Exit(2) from None
     try:
         run_id = create_run(db, spec, [folder_source(*s) for s in sets], memory)
@@ -406,8 +394,8 @@ def _check_assumed_services(spec: RunSpec, config: RunConfig) -> None:
     try:
         check_services(config.assumed_urls(spec), spec.service_token)
     except StackError as exc:
-        console.print(f"[red]{exc}; start it with `boilerbench up` or give its URL with "
-                      f"--url {exc.service}=URL", highlight=False, soft_wrap=True)
+        _error(f"{exc}; start it with `boilerbench up` or give its URL with "
+               f"--url {exc.service}=URL")
         raise typer.Exit(1) from None
 
 
@@ -426,8 +414,7 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[P
             try:
                 urls = stack.start(timeout=180.0)
             except StackError as exc:
-                console.print("[red]could not start the services: " + escape(str(exc)),
-                              highlight=False)
+                _error(f"could not start the services: {exc}")
                 raise typer.Exit(1) from None
     done = len(db.done_keys(run_id))
     errors = 0
@@ -454,8 +441,7 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[P
             console.print(f"[yellow]{exc}")
             raise typer.Exit(1) from None
         except StoreError as exc:  # what was stored stays: the run resumes from there
-            console.print(f"[red]{exc}; resume with --resume {run_id} --store "
-                          f"{config.store_path}", soft_wrap=True)
+            _error(f"{exc}; resume with --resume {run_id} --store {config.store_path}")
             raise typer.Exit(1) from None
         finally:
             if stack is not None:
@@ -602,8 +588,8 @@ def _open_store(path: Path, *, existing: bool = False) -> Store:
     from orchestrator.store import Store, StoreError
 
     if existing and not path.exists():
-        console.print(f"[red]there is no store at {path}: no run was recorded there; name "
-                      "the store with --store PATH (or BOILERBENCH_STORE)", soft_wrap=True)
+        _error(f"there is no store at {path}: no run was recorded there; name the store "
+               "with --store PATH (or BOILERBENCH_STORE)")
         raise typer.Exit(2)
     try:
         return Store(path)

@@ -17,7 +17,6 @@ from typing import Annotated
 import httpx
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.launcher import (
@@ -31,6 +30,7 @@ from orchestrator.launcher import (
     service_port,
 )
 from orchestrator.service_options import OptionsError, check_options
+from orchestrator.terminal import print_error
 from shared.answer import answer_page
 from shared.contract import bearer_header
 from shared.decoding import NotHTMLError, decode_html
@@ -80,8 +80,7 @@ def up(
         console.print("stopped before every service was ready")
         raise typer.Exit(128 + received[0]) from None
     except StackError as exc:
-        console.print("[red]could not start the services: " + escape(str(exc)),
-                      highlight=False)
+        print_error(console, f"could not start the services: {exc}")
         raise typer.Exit(1) from None
     table = Table(title="boilerbench services")
     table.add_column("service")
@@ -96,7 +95,7 @@ def up(
         while not stopping.wait(1.0):
             dead = [s.name for s in stack.processes.values() if s.process.poll() is not None]
             if dead:
-                console.print(f"[red]service process exited: {', '.join(dead)}; stopping all")
+                print_error(console, f"service process exited: {', '.join(dead)}; stopping all")
                 raise typer.Exit(1)
     finally:
         with contextlib.suppress(OSError):  # a terminal that has gone takes no output
@@ -187,7 +186,7 @@ def extract(
     try:  # decoded here, then the same JSON request either way
         html = decode_html(_page_bytes(inputs[0]))
     except NotHTMLError as exc:
-        console.print(f"[red]{exc}")
+        print_error(console, str(exc))
         raise typer.Exit(1) from None
     request: dict[str, object] = {"html": html, "url": page_url, "options": parsed_options}
     if in_process:
@@ -248,8 +247,8 @@ def _default_url(name: str, port_base: int | None, token: str | None) -> str:
     try:
         check_service(base, name, token)
     except StackError as exc:
-        console.print(f"[red]{exc}; start it with `boilerbench up --services {name}` or "
-                      "give its URL with --url", highlight=False, soft_wrap=True)
+        print_error(console, f"{exc}; start it with `boilerbench up --services {name}` or "
+                             "give its URL with --url")
         raise typer.Exit(1) from None
     return base
 
@@ -275,13 +274,12 @@ def _extract_in_process(name: str, request: dict[str, object]) -> dict[str, obje
     except Exception as exc:  # a library of its extra not installed, a model file missing
         hint = (f" (install its extra: pip install 'boilerbench[{name}]')"
                 if isinstance(exc, ImportError) else "")
-        console.print("[red]" + escape(f"cannot load the {name} extractor: "
-                                       f"{type(exc).__name__}: {exc}{hint}"),
-                      highlight=False, soft_wrap=True)
+        print_error(console, f"cannot load the {name} extractor: "
+                             f"{type(exc).__name__}: {exc}{hint}")
         raise typer.Exit(1) from None
     reply = answer_page(algorithm, json.dumps(request).encode(), {}, "application/json")
     if reply.get("error") is not None:
-        console.print(f"[red]{reply['error']}")
+        print_error(console, str(reply["error"]))
         raise typer.Exit(1)
     return reply
 
@@ -296,8 +294,7 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
         from orchestrator.warc import expand_paths
         from orchestrator.warc_job import JobAbortedError, WarcJob, run_job, summary_table
     except ImportError as exc:
-        console.print("[red]" + escape(f"{exc}: install the `warc` extra "
-                                       "(pip install 'boilerbench[warc]')"), highlight=False)
+        print_error(console, f"{exc}: install the `warc` extra (pip install 'boilerbench[warc]')")
         raise typer.Exit(1) from None
 
     if out is None:
@@ -318,7 +315,7 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
 
             check_address(ray_address)
     except (StackError, ValueError) as exc:
-        console.print(f"[red]{exc}", highlight=False, soft_wrap=True)
+        print_error(console, str(exc))
         raise typer.Exit(1) from None
     job = WarcJob(paths=paths, service=name, out=out, options=query, blocks=blocks,
                   workers=workers, url=url, time_limit_s=time_limit, shard_rows=shard_rows,
@@ -329,7 +326,7 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     except JobAbortedError as exc:
-        console.print(f"[red]stopped: {exc}; the rows written so far stay, a re-run resumes")
+        print_error(console, f"stopped: {exc}; the rows written so far stay, a re-run resumes")
         raise typer.Exit(1) from None
     console.print(summary_table(job, tally, time.monotonic() - started))
 
@@ -342,7 +339,7 @@ def _extract_over_http(base: str, name: str, request: dict[str, object], token: 
         reply = httpx.post(f"{base}/extract", timeout=60.0, json=request,
                            headers=bearer_header(token))
     except httpx.TransportError as exc:
-        console.print(f"[red]cannot reach {base}: {exc} (is `boilerbench up` running?)")
+        print_error(console, f"cannot reach {base}: {exc} (is `boilerbench up` running?)")
         raise typer.Exit(1) from None
     try:
         body = reply.json()
@@ -350,18 +347,17 @@ def _extract_over_http(base: str, name: str, request: dict[str, object], token: 
         body = None
     if not isinstance(body, dict):
         server = reply.headers.get("server")
-        console.print(f"[red]{base} is not a boilerbench service: HTTP {reply.status_code} "
-                      f"to POST /extract{f' from {server!r}' if server else ''}, not JSON",
-                      highlight=False, soft_wrap=True)
+        print_error(console, f"{base} is not a boilerbench service: HTTP {reply.status_code} "
+                             f"to POST /extract{f' from {server!r}' if server else ''}, not JSON")
         raise typer.Exit(1)
     if reply.status_code != 200:
-        console.print(f"[red]HTTP {reply.status_code}: {body.get('error')}: {body.get('detail')}")
+        print_error(console, f"HTTP {reply.status_code}: {body.get('error')}: {body.get('detail')}")
         raise typer.Exit(1)
     answered = body.get("algorithm")
     if answered != name or not isinstance(body.get("text"), str):
         what = (f"the {answered!r} service" if isinstance(answered, str) and answered != name
                 else "a reply not in the /extract contract")
-        console.print(f"[red]{base} is not the {name} service: {what} answers there "
-                      "(--service names it)", highlight=False, soft_wrap=True)
+        print_error(console, f"{base} is not the {name} service: {what} answers there "
+                             "(--service names it)")
         raise typer.Exit(1)
     return body
