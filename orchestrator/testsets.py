@@ -140,15 +140,6 @@ def pair_files(html: Iterable[str], content: Iterable[str], feeds: Iterable[str]
     return Pairing(paired, warnings, pages, golds, feed_ids)
 
 
-def pair_names(html: Iterable[str], content: Iterable[str], feeds: Iterable[str] = (),
-               dataset: str = "") -> tuple[list[str], list[str]]:
-    """Pair file names by id: (sorted paired ids, warnings naming every unpaired file).
-
-    `html`, `content` and `feeds` are file names (no folders)."""
-    pairing = pair_files(html, content, feeds, dataset)
-    return pairing.ids, pairing.warnings
-
-
 def readable_name(name: str) -> str:
     """A file name as text: bytes that are not UTF-8 (kept by Python as lone
     surrogates, which no encoder takes, so the store could not hold the name) become

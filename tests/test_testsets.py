@@ -29,7 +29,7 @@ from orchestrator.testsets import (
     download_scrapinghub,
     open_dataset_dir,
     open_dataset_file,
-    pair_names,
+    pair_files,
 )
 from shared.tokens import tokenize
 from tests.helpers import SAMPLE, tar_bytes, zip_bytes
@@ -130,10 +130,10 @@ def test_a_file_gone_after_listing_is_a_dataset_error(tmp_path: Path) -> None:
         dataset.page("a")
 
 
-def test_pair_names_reports_duplicate_ids() -> None:
-    ids, warnings = pair_names(["x.html", "x.htm"], ["x.txt"])
-    assert ids == ["x"]
-    assert any("same id" in w for w in warnings)
+def test_pairing_reports_duplicate_ids() -> None:
+    pairing = pair_files(["x.html", "x.htm"], ["x.txt"])
+    assert pairing.ids == ["x"]
+    assert any("same id" in w for w in pairing.warnings)
 
 
 def test_missing_folder_is_an_error(tmp_path: Path) -> None:
