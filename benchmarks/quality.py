@@ -14,7 +14,8 @@ quality.json. The headline table is one row per service and mode, one column per
 dataset: mean per-page bag-of-words word F1. A learned service (LEARNED) also gets a
 row of its leave-one-dataset-out figures, read from its model file's metadata (each
 dataset scored by a model trained on the other datasets), and its in-process figures
-on datasets it was trained on are marked in-sample. A detail table follows with
+on pages it was trained on are marked in-sample (matched by their HTML, as a run's
+are: orchestrator.insample). A detail table follows with
 precision, recall and F1 by alignment and by bag of words, the article-extraction
 benchmark's shingle F1, precision and recall, and ROUGE-LSum, per service and
 dataset. A service whose module does not import is reported as missing; a page it
@@ -38,6 +39,7 @@ import multiprocessing
 import sys
 import time
 import traceback
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +47,12 @@ from typing import Any
 
 from common import REPO, command_line, parse_target, require_dataset, write_results
 
-from orchestrator.insample import in_sample
+from orchestrator.insample import in_sample, in_sample_pages, trained_pages
 from orchestrator.models import PageResult
 from orchestrator.predictions import read_predictions
 from orchestrator.scoring import prepare_page, score_empty, score_extraction
 from orchestrator.statistics import ServiceSummary, Summary, summarize
+from orchestrator.testsets import open_dataset_dir
 from shared.contract import Algorithm, Block, PageError
 from shared.datasets import DATASETS
 from shared.decoding import decode_html
@@ -235,10 +238,40 @@ def learned_rows(targets: list[str]) -> tuple[dict[str, dict[str, float]], dict[
     return rows, trained
 
 
-def headline(summary: Summary, datasets: list[str], lodo: dict[str, dict[str, float]]
-             ) -> list[str]:
+InSample = dict[tuple[str, str], int]
+"""(row, dataset) -> how many of the row's pages there its model was trained on."""
+
+
+def in_sample_counts(results: list[PageResult], datasets: list[str]) -> InSample:
+    """The pages each row's model was trained on, matched by their HTML as a run's are
+    (orchestrator.insample): a folder under BOILERBENCH_DATASETS need not hold the
+    training set its name says."""
+    pages: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    for r in results:
+        pages[r.service, r.dataset].append((r.dataset, r.page_id))
+    trained = trained_pages({parse_target(row)[0] for row, _ in pages},
+                            [open_dataset_dir(require_dataset(d)) for d in datasets])
+    counts = {}
+    for (row, dataset), found in pages.items():
+        service, options = parse_target(row)
+        counts[row, dataset] = in_sample_pages(service, found, options, trained)
+    return counts
+
+
+def _in_sample(counts: InSample | None, row: str, dataset: str, pages: int) -> int:
+    """How many of the `pages` of `row` on `dataset` are in-sample: as counted, or by
+    the dataset's name (all or none) where they were not matched."""
+    if counts is not None:
+        return counts.get((row, dataset), 0)
+    service, options = parse_target(row)
+    return pages if in_sample(service, dataset, options) else 0
+
+
+def headline(summary: Summary, datasets: list[str], lodo: dict[str, dict[str, float]],
+             counts: InSample | None = None) -> list[str]:
     """One row per service and mode (and per learned service's leave-one-dataset-out
-    figures), one column per dataset: mean per-page bag-of-words word F1."""
+    figures), one column per dataset: mean per-page bag-of-words word F1. `counts`:
+    in_sample_counts (None: by the datasets' names)."""
     figures: dict[str, dict[str, float | None]] = {}
     for row in summary.services:
         if row.dataset in datasets:
@@ -255,11 +288,10 @@ def headline(summary: Summary, datasets: list[str], lodo: dict[str, dict[str, fl
     lines = ["| service | " + " | ".join(datasets) + " | mean |",
              "|---|" + "---:|" * (len(datasets) + 1)]
     for name in sorted(figures, key=lambda n: -(mean(figures[n]) or 0.0)):
-        # In-sample: a model trained on the dataset, as the detail table marks it.
-        service, options = parse_target(name) if name not in lodo else ("", {})
+        # In-sample: a model trained on pages of the dataset, as the detail table marks it.
         cells = []
         for d in datasets:
-            mark = "*" if service and in_sample(service, d, options) else ""
+            mark = "*" if name not in lodo and _in_sample(counts, name, d, 1) else ""
             cells.append(_f(figures[name].get(d)) + mark)
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {_f(mean(figures[name]))} |")
     return lines
@@ -267,19 +299,20 @@ def headline(summary: Summary, datasets: list[str], lodo: dict[str, dict[str, fl
 
 def markdown(summary: Summary, missing: dict[str, str], command: str, seconds: float,
              datasets: list[str], lodo: dict[str, dict[str, float]],
-             limit: int | None = None) -> str:
+             limit: int | None = None, counts: InSample | None = None) -> str:
     lines = ["# Extraction quality", "",
              f"Command: `{command}` ({seconds:.0f} s wall time for what was not cached).", "",
              "Mean per-page bag-of-words word F1, every service in-process with default "
              "options (and every mode). A learned service's `(leave-one-dataset-out)` row "
              "is its honest figure: each dataset scored by a model trained on the other "
              "datasets (from its model file's metadata). `*` marks an in-sample figure "
-             "(the shipped model was trained on that dataset). `visible-text` is the "
+             "(the shipped model was trained on pages of that dataset, matched by their "
+             "HTML; the detail table says on how many). `visible-text` is the "
              "all-visible-text baseline."
              + (f" With --limit {limit} the in-process rows are over each dataset's first "
                 f"{limit} pages; the leave-one-dataset-out rows are over every page."
                 if limit and lodo else ""), "",
-             *headline(summary, datasets, lodo), "",
+             *headline(summary, datasets, lodo, counts), "",
              "## Detail", "",
              "Means over pages of per-page word figures; alignment = LCS of extracted and gold "
              "tokens, bag = multiset intersection. Errors count as empty output; pages a "
@@ -298,9 +331,11 @@ def markdown(summary: Summary, missing: dict[str, str], command: str, seconds: f
         word, bag = row.levels["word"].macro, row.levels["word_bag"].macro
         ms = "–" if row.elapsed_ms_median is None else f"{row.elapsed_ms_median:.1f}"
         shingle = row.shingle
-        service, options = parse_target(row.service)
-        name = f"{row.service} (in-sample)" if in_sample(service, row.dataset, options) \
-            else row.service
+        seen = _in_sample(counts, row.service, row.dataset, row.pages)
+        name = row.service
+        if seen:
+            name += " (in-sample)" if seen >= row.pages else \
+                f" (in-sample on {seen} of {row.pages} pages)"
         lines.append(f"| {name} | {row.dataset} | {row.pages} | {row.errors} | "
                      f"{row.skipped} | "
                      f"{_f(word['precision'].mean)} | {_f(word['recall'].mean)} | "
@@ -375,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     command = command_line(__file__, argv)
     lodo, trained = learned_rows(services)
     write_results(args.out, "quality",
-                  markdown(summary, missing, command, seconds, datasets, lodo, args.limit), {
+                  markdown(summary, missing, command, seconds, datasets, lodo, args.limit,
+                           in_sample_counts(results, datasets)), {
                       "command": command, "seconds": round(seconds, 1), "missing": missing,
                       "leave_one_dataset_out": lodo,
                       "trained_on": {k: sorted(v) for k, v in trained.items()},

@@ -26,7 +26,11 @@ into a folder of its own under `uploads` (limits counted on the real unpacked
 bytes, see orchestrator/testsets.py), which the run reads from and which is
 deleted with it; its pages are not copied into the store.
 
-Errors are the contract's ErrorReply, `{"error", "detail"}`, like the services'.
+Errors are the contract's ErrorReply, `{"error", "detail"}`, like the services'. A
+store that cannot be used is the server's trouble, not the request's: 507
+`store_full` when the disk is full, else 503 (`store_locked` with a Retry-After
+while another process holds it; `store_unavailable` when it is damaged, read-only,
+another program's or of a newer boilerbench); what was committed before stays.
 The service URLs come from the configuration only (never from a request), so no
 request makes the server fetch an address of the caller's choosing. A service the
 configuration gives no URL for (a registry port, or a `port_base` stack's) must say
@@ -76,7 +80,13 @@ from orchestrator.runner import (
     run_summary,
 )
 from orchestrator.service_options import OptionsError, check_called, check_options
-from orchestrator.store import UNFINISHED, Store, StoreError, run_owner_alive
+from orchestrator.store import (
+    UNFINISHED,
+    Store,
+    StoreError,
+    delete_run_with_folders,
+    run_owner_alive,
+)
 from orchestrator.testsets import (
     ArchiveLimits,
     Dataset,
@@ -90,7 +100,13 @@ from shared.answer import ServiceError, validation_message
 from shared.datasets import datasets_root
 from shared.openapi import document_bodies, install_offline_docs
 from shared.registry import SERVICES, check_row
-from shared.service import TokenGuardedApp, install_error_handlers, json_response, read_limited
+from shared.service import (
+    TokenGuardedApp,
+    error_response,
+    install_error_handlers,
+    json_response,
+    read_limited,
+)
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 # Retry-After of a 429: about the time a run of the sample set takes.
@@ -299,10 +315,6 @@ class ApiState:
                                          roots=[target], owned=True))
         return sources, warnings
 
-    def remove_run_files(self, spec: RunSpec, run_id: str) -> None:
-        shutil.rmtree(run_output_dir(Path(spec.output_folder), run_id), ignore_errors=True)
-        shutil.rmtree(self.upload_folder(run_id), ignore_errors=True)
-
     def run_info(self, run_id: str) -> dict[str, Any]:
         """A run's RunInfo as JSON, or 404."""
         info = self.store.run(run_id)
@@ -495,9 +507,9 @@ async def delete_run(run_id: str, api: Api) -> Response:
     if task is not None:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    spec = api.spec(run_id)
-    api.store.delete_run(run_id)
-    await asyncio.to_thread(api.remove_run_files, spec, run_id)
+    # As `boilerbench runs delete` does: the store's rows, the outputs, the uploads.
+    if await asyncio.to_thread(delete_run_with_folders, api.store, run_id) is None:
+        raise ServiceError(404, "not_found", f"no run {run_id!r}")
     return json_response({"id": run_id, "deleted": True,
                           "status": "cancelled" if status in UNFINISHED else status})
 
@@ -556,6 +568,17 @@ async def get_page(run_id: str, page_id: str, api: Api, dataset: str | None = No
                           "gold": gold, "rows": rows})
 
 
+def store_error_reply(exc: StoreError) -> ServiceError:
+    """The reply to a store that cannot be used: 507 for a full disk (freeing space
+    helps), 503 otherwise, with a Retry-After where waiting helps (locked)."""
+    if exc.problem == "full":
+        return ServiceError(507, "store_full", str(exc))
+    if exc.problem == "locked":
+        return ServiceError(503, "store_locked", str(exc),
+                            {"retry-after": str(RETRY_AFTER_S)})
+    return ServiceError(503, "store_unavailable", str(exc))
+
+
 def create_app(settings: ApiSettings | None = None, config: RunConfig | None = None) -> FastAPI:
     """The orchestrator app; `config` gives the run defaults (else load_config)."""
     settings = settings or ApiSettings()
@@ -571,6 +594,11 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
         uploads=(settings.uploads or run_config.store_path.parent / "uploads").resolve(),
         limits=ArchiveLimits(max_total_bytes=settings.max_unpacked_bytes))
     install_error_handlers(app)
+
+    @app.exception_handler(StoreError)
+    async def _store_error(_: Request, exc: StoreError) -> Response:
+        return error_response(store_error_reply(exc))
+
     app.include_router(router)
     document_bodies(app, {("/runs", "post"): {"application/json": RunRequest,
                                               "multipart/form-data": ARCHIVE_FORM}})

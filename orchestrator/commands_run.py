@@ -657,14 +657,13 @@ def runs_delete(
     store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
     config_file: Annotated[Path | None, typer.Option("--config", exists=True)] = None,
 ) -> None:
-    """Delete a run from the store (its stored pages and results), and its output folder.
+    """Delete a run from the store with its output folder and the archives uploaded for it.
 
-    A run that another live process is running is refused: `runs cancel` it, and delete
-    it once that process has stopped. An interrupted run may be deleted."""
-    import shutil
-
-    from orchestrator.runner import RunSpec, run_output_dir
-    from orchestrator.store import run_owner_alive
+    Its stored pages and results go, and so does the folder an archive posted to `serve`
+    for it was unpacked into. A run that another live process is running is refused:
+    `runs cancel` it, and delete it once that process has stopped. An interrupted run
+    may be deleted."""
+    from orchestrator.store import delete_run_with_folders, run_owner_alive
 
     config, db = _existing_store(config_file, store)
     with _store_failures(db):
@@ -675,12 +674,12 @@ def runs_delete(
             _error(f"run {run_id} is running in another process: `boilerbench runs cancel "
                    f"{run_id}` first, then delete it once it has stopped")
             raise typer.Exit(1)
-        folder = run_output_dir(Path(RunSpec.model_validate(db.spec(run_id)).output_folder),
-                                run_id)
-        db.delete_run(run_id)
-    if not keep_outputs and folder.is_dir():
-        shutil.rmtree(folder, ignore_errors=True)
-    kept = f"; its outputs stay in {folder}" if keep_outputs and folder.is_dir() else ""
+        folders = delete_run_with_folders(db, run_id, keep_output=keep_outputs)
+    if folders is None:  # deleted by another process in the meantime
+        raise _unknown_run(run_id, config)
+    output = folders.output
+    kept = (f"; its outputs stay in {output}"
+            if keep_outputs and output is not None and output.is_dir() else "")
     out.print(escape(f"run {run_id}: deleted{kept}"), soft_wrap=True)
 
 

@@ -2,22 +2,33 @@
 
 `boilerbench up`, the orchestrator's local runs and the end-to-end tests all go
 through LocalStack, so what the tests start is what users start.
+
+A stack checks that its ports are free and then starts its services, which bind them
+a second or more later. Two stacks started together on the same ports would both pass
+the check and then fight over them, so a start holds a lock per port (PortLocks: flock
+on a file per port, released by the kernel if the process dies) from the check until
+its services are healthy, and by then they listen: a second start finds the port
+locked, or taken, and fails at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 
 import httpx
@@ -137,6 +148,59 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+def port_lock_folder() -> Path:
+    """Where the port locks of this user's stacks are: a folder of the user's own in the
+    temporary folder (one another user made there is not used)."""
+    return Path(tempfile.gettempdir()) / f"boilerbench-ports-{os.getuid()}"
+
+
+class PortLocks:
+    """Locks on TCP ports held by this process: a stack holds them while it checks its
+    ports and starts its services there, so two starts on one port cannot both pass the
+    check. Any process of this user's on this machine sees them (flock on
+    port_lock_folder()/PORT.lock); the kernel releases them when the process ends,
+    so a killed start leaves no stale lock. Where no lock file can be made (a temporary
+    folder that is read-only, or not this user's), the port is checked without one."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder or port_lock_folder()
+        self._held: dict[int, int] = {}  # port -> descriptor of its locked file
+
+    def take(self, port: int) -> bool:
+        """Lock `port` for this process; False if another start holds it."""
+        if port in self._held:
+            return True
+        try:
+            self.folder.mkdir(mode=0o700, exist_ok=True)
+            folder = self.folder.lstat()
+            if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.getuid():
+                return True  # not ours to trust: the port check alone
+            fd = os.open(self.folder / f"{port}.lock",
+                         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            return exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN)
+        self._held[port] = fd
+        return True
+
+    def release(self) -> None:
+        """Give every lock up (closing the file releases its flock)."""
+        for fd in self._held.values():
+            os.close(fd)
+        self._held.clear()
+
+    def __enter__(self) -> PortLocks:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()
+
+
 def _error_code(reply: httpx.Response) -> object:
     """The `error` of a contract error reply (None for any other body)."""
     try:
@@ -204,30 +268,32 @@ class LocalStack:
         stops them all (StartCancelledError) without waiting for the rest.
 
         A port already taken fails before anything starts: otherwise another stack's
-        service there could pass for ours.
+        service there could pass for ours. So does a port another start is about to
+        take (PortLocks, held until the services here are healthy).
         """
         starting = list(dict.fromkeys(self.names if names is None else names))
-        taken = []
-        for name in starting:
-            port = self.port(name)
+        with PortLocks() as locks:
+            taken = []
+            for name in starting:
+                port = self.port(name)
+                try:
+                    if not locks.take(port) or not port_is_free(self.host, port):
+                        taken.append(f"{name} on {port}")
+                except OSError as exc:
+                    raise StackError(f"{name} cannot listen on {self.host!r} port {port}: "
+                                     f"{exc.strerror or exc}", name) from None
+            if taken:
+                raise StackError(f"port in use: {', '.join(taken)} (another stack there? "
+                                 "`--port-base` moves a stack)")
             try:
-                if not port_is_free(self.host, port):
-                    taken.append(f"{name} on {port}")
-            except OSError as exc:
-                raise StackError(f"{name} cannot listen on {self.host!r} port {port}: "
-                                 f"{exc.strerror or exc}", name) from None
-        if taken:
-            raise StackError(f"port in use: {', '.join(taken)} (another stack there? "
-                             "`--port-base` moves a stack)")
-        try:
-            for name in starting:
-                self._spawn(name)
-            for name in starting:
-                service = self.processes[name]
-                wait_healthy(service.url, timeout, service.process, cancel, name)
-        except BaseException:
-            self.stop()
-            raise
+                for name in starting:
+                    self._spawn(name)
+                for name in starting:
+                    service = self.processes[name]
+                    wait_healthy(service.url, timeout, service.process, cancel, name)
+            except BaseException:
+                self.stop()
+                raise
         return self.urls()
 
     def _spawn(self, name: str) -> None:

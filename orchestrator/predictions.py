@@ -9,18 +9,26 @@ files beside its live services: each `<name>.json` of a folder, or one such file
 named alone, is a row named `<name>` (`<name>.json` when a live service has that
 name), scored from its texts without extracting again. In a run over several test
 sets the keys are `<dataset>/<page id>`; a bare page id is accepted for any of them.
+Keys are compared with page ids in Unicode normal form NFC, as test sets pair file
+names. Some tools key their texts by the page's file name (`a.html`, `a.txt`):
+match_pages reads such a key as the page id without its suffix, where the key itself
+names no page.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.models import PageResult
 
 OUTPUTS_FOLDER = "outputs"
 MISSING = "the prediction file has no text for this page"
+FILE_NAME_SUFFIXES = (".html", ".htm", ".txt", ".json")
+"""The suffixes of a key that names a page by a file of it (matched in any case)."""
 
 
 class PredictionsError(ValueError):
@@ -40,6 +48,7 @@ def read_predictions(path: Path) -> dict[str, str]:
     if not isinstance(data, dict):
         raise PredictionsError(f"{path}: expected {{page id: {{\"articleBody\": text}}}}")
     texts: dict[str, str] = {}
+    spelled: dict[str, str] = {}  # each key in NFC -> the key as the file spells it
     bodies = 0
     other_keys: set[str] = set()
     for key, entry in data.items():
@@ -50,7 +59,14 @@ def read_predictions(path: Path) -> dict[str, str]:
         if body is not None and not isinstance(body, str):
             raise PredictionsError(f"{path}: page {key!r}: expected {{\"articleBody\": "
                                    f"text}} or the text, not {json.dumps(entry)[:60]}")
-        texts[str(key)] = _utf8(path, key, body or "")
+        text = _utf8(path, key, body or "")
+        normal = unicodedata.normalize("NFC", str(key))
+        if normal in spelled:  # one page, two texts: which one is meant is not ours to pick
+            raise PredictionsError(
+                f"{path}: the keys {spelled[normal]!a} and {key!a} are one page id "
+                "in two Unicode normal forms (they print alike); keep one of them")
+        spelled[normal] = key
+        texts[normal] = text
     if other_keys and not bodies:
         raise PredictionsError(f"{path}: no page has an \"articleBody\" (the entries have "
                                f"{', '.join(sorted(other_keys)[:5])}); expected {{page id: "
@@ -91,9 +107,56 @@ def prediction_rows(source: Path, live: Iterable[str] = ()) -> dict[str, str]:
 
 
 def lookup(texts: Mapping[str, str], dataset: str, page_id: str) -> str | None:
-    """The text of a page, keyed `<dataset>/<page id>` or by the page id alone."""
-    found = texts.get(f"{dataset}/{page_id}")
+    """The text of a page, keyed `<dataset>/<page id>` or by the page id alone (keys in
+    NFC, as read_predictions gives them)."""
+    page_id = unicodedata.normalize("NFC", page_id)
+    found = texts.get(f"{unicodedata.normalize('NFC', dataset)}/{page_id}")
     return found if found is not None else texts.get(page_id)
+
+
+@dataclass(frozen=True)
+class PageTexts:
+    """A prediction file's texts keyed as lookup finds them, and what was odd about its
+    keys (for the run's warnings)."""
+
+    texts: dict[str, str]
+    warnings: list[str]
+
+
+def match_pages(texts: Mapping[str, str], pages: Mapping[str, Iterable[str]], row: str,
+                path: str) -> PageTexts:
+    """Read keys that name a page by its file (`a.html`, `set/a.txt`: a page key and one
+    of FILE_NAME_SUFFIXES) as that page's key, for the run's test sets (`pages`: each
+    set's name and page ids). A key that names a page itself is always its page's: it
+    is never read as a file name, and a file name is not read for a page that has it."""
+    page_keys = {unicodedata.normalize("NFC", key) for name, ids in pages.items()
+                 for page_id in ids for key in (page_id, f"{name}/{page_id}")}
+    matched: dict[str, str] = {}
+    read_as: dict[str, str] = {}  # file-name key -> the page key it was read as
+    warnings: list[str] = []
+    for key in sorted(texts):
+        normal = unicodedata.normalize("NFC", key)
+        page_key = next((normal[:-len(suffix)] for suffix in FILE_NAME_SUFFIXES
+                         if normal.lower().endswith(suffix)
+                         and normal[:-len(suffix)] in page_keys), None)
+        if normal in page_keys or page_key is None:
+            matched[normal] = texts[key]
+        elif page_key in texts:
+            warnings.append(f"{row}: the prediction file {path} has a text for page "
+                            f"{page_key!r} and one for its file {key!r}; the page's is read")
+        elif page_key in read_as.values():
+            first = next(k for k, v in read_as.items() if v == page_key)
+            warnings.append(f"{row}: the prediction file {path} keys two texts by files of "
+                            f"page {page_key!r}, {first!r} and {key!r}; {first!r} is read")
+        else:
+            read_as[key] = page_key
+            matched[page_key] = texts[key]
+    if read_as:
+        shown = ", ".join(f"{key!r} as {page!r}" for key, page in list(read_as.items())[:3])
+        more = f" and {len(read_as) - 3} more" if len(read_as) > 3 else ""
+        warnings.insert(0, f"{row}: the prediction file {path} names pages by file name: "
+                           f"keys that name no page were read as file names, {shown}{more}")
+    return PageTexts(matched, warnings)
 
 
 def write_predictions(out_dir: Path, results: Iterable[PageResult]) -> dict[str, Path]:

@@ -139,7 +139,8 @@ def _flags(row: ServiceSummary) -> str:
     if row.source == "file":
         flags.append("file")
     if row.in_sample:
-        flags.append("in-sample")
+        flags.append("in-sample" if row.in_sample_pages >= row.pages
+                     else f"in-sample ({row.in_sample_pages} of {row.pages} pages)")
     return ", ".join(flags)
 
 
@@ -376,7 +377,8 @@ def markdown_summary(run: RunInfo, summary: Summary) -> str:
              "ROUGE-LSum: per-page mean F1, `(n of m pages)` where pages too long for it are "
              "left out. Errors count as empty output; skipped pages are "
              "left out. Flags: `file` a prediction file; `in-sample` a model scored on the "
-             "test set it was trained on.",
+             "pages it was trained on (matched by their HTML bytes), `(n of m pages)` where "
+             "only some of the row's pages are.",
              "", *_md_table(header, rows)]
     detail_header, details = detail_rows(summary)
     lines += ["", "## Details", "", *_md_table(detail_header, details)]
@@ -736,8 +738,9 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult],
         "bootstrap standard deviation; exact: share of pages whose tokens equal the gold's). "
         "ROUGE-LSum: per-page mean F1, <i>(n of m pages)</i> where pages too long for it "
         "are left out. Flags: <i>file</i> a prediction file, <i>in-sample</i> "
-        "a model scored on the test set it was trained on. Errors count as empty output; "
-        "skipped pages are left out.</p>",
+        "a model scored on the pages it was trained on (matched by their HTML bytes), "
+        "<i>(n of m pages)</i> where only some of the row's pages are. Errors count as "
+        "empty output; skipped pages are left out.</p>",
         _html_table(header, rows, "results-table"),
         "<h2>Plots</h2>", *_plots(summary, results).values(),
         "<h2>Details</h2>", _html_table(detail_header, details, "details-table"),

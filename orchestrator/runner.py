@@ -76,8 +76,16 @@ import aiohttp
 import orjson
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from orchestrator.insample import trained_pages
 from orchestrator.models import PageResult, PageScores, RunInfo
-from orchestrator.predictions import MISSING, lookup, read_predictions, write_predictions
+from orchestrator.predictions import (
+    MISSING,
+    PageTexts,
+    lookup,
+    match_pages,
+    read_predictions,
+    write_predictions,
+)
 from orchestrator.scoring import PageReference, block_marks, prepare_page, score_empty
 from orchestrator.statistics import Summary, ranked, summarize
 from orchestrator.store import Store
@@ -176,6 +184,10 @@ class RunSpec(BaseModel):
     total: int = 0
     rank_by: str = "f1"
     """The figure the tables rank by (statistics.RANK_KEYS)."""
+    trained_pages: dict[str, dict[str, list[str]]] | None = None
+    """Service -> test set -> ids of its pages the service's model was trained on,
+    matched by their HTML when the run was created (orchestrator.insample); None for a
+    run recorded before, whose in-sample flags go by the test sets' names."""
 
     @model_validator(mode="after")
     def _some_row(self) -> RunSpec:
@@ -492,6 +504,13 @@ def folder_source(dataset_name: str, html: Path, content: Path, feeds: Path | No
                          owned=owned)
 
 
+def predicted_texts(texts: dict[str, str], datasets: Sequence[Dataset], row: str,
+                    path: str) -> PageTexts:
+    """A prediction file's texts keyed by the run's pages (file-name keys read as their
+    pages' ids, see match_pages)."""
+    return match_pages(texts, {d.name: d.ids for d in datasets}, row, path)
+
+
 def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (),
                memory: Sequence[Dataset] = (), run_id: str | None = None) -> str:
     """Record a new run (status pending) on folder test sets and in-memory ones (whose
@@ -508,13 +527,16 @@ def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (
                            "and its gold text")
     warnings = [w for d in all_sets for w in d.warnings]
     for row, path in spec.predictions.items():
-        texts = read_predictions(Path(path))  # a file that cannot be read fails now
-        if not any(lookup(texts, d.name, page_id) is not None
+        # A file that cannot be read fails now.
+        matched = predicted_texts(read_predictions(Path(path)), all_sets, row, path)
+        warnings.extend(matched.warnings)
+        if not any(lookup(matched.texts, d.name, page_id) is not None
                    for d in all_sets for page_id in d.ids):
             warnings.append(f"{row}: the prediction file {path} names none of the run's "
                             "pages, so each of its pages is an error")
     spec = spec.model_copy(update={
-        "datasets": sources, "total": sum(len(d.ids) for d in all_sets) * len(spec.rows)})
+        "datasets": sources, "total": sum(len(d.ids) for d in all_sets) * len(spec.rows),
+        "trained_pages": trained_pages(spec.services, all_sets)})
     run_id = run_id or uuid.uuid4().hex[:12]
     info = RunInfo(id=run_id, datasets=names, services=spec.rows,
                    options={"services": spec.options, "backend": spec.backend,
@@ -758,11 +780,12 @@ class RunExecution:
     cancelled."""
 
     def __init__(self, store: Store, run_id: str, spec: RunSpec, extractor: Extractor | None,
-                 progress: ProgressFn | None, timings: RunTimings | None) -> None:
+                 progress: ProgressFn | None, timings: RunTimings | None,
+                 predicted: dict[str, dict[str, str]]) -> None:
         self.store, self.run_id, self.spec = store, run_id, spec
         self.extractor, self.progress, self.timings = extractor, progress, timings
-        self.predicted = {name: read_predictions(Path(path))
-                          for name, path in spec.predictions.items()}
+        self.predicted = predicted
+        """Each prediction row's texts (predicted_texts)."""
         self.preparing = PreparingThread(spec.scoring_time_limit_s)
         self.scoring_pool = ScoringPool(spec.scoring_processes, spec.scoring_time_limit_s,
                                         timings)
@@ -980,7 +1003,9 @@ async def execute_run(store: Store, run_id: str, progress: ProgressFn | None = N
     own_extractor = extractor is None and bool(spec.services)
     try:  # a test set or a prediction file moved away since the run was recorded
         datasets = [open_source(source, store, run_id) for source in spec.datasets]
-        execution = RunExecution(store, run_id, spec, extractor, progress, timings)
+        predicted = {row: predicted_texts(read_predictions(Path(path)), datasets, row, path).texts
+                     for row, path in spec.predictions.items()}
+        execution = RunExecution(store, run_id, spec, extractor, progress, timings, predicted)
     except Exception as exc:
         store.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}")
         raise
@@ -1023,8 +1048,10 @@ def _settle(future: asyncio.Future[None]) -> None:
 
 def run_summary(results: Sequence[PageResult], spec: RunSpec) -> Summary:
     """A run's figures as each of its tables shows them: ranked as the run asks, the
-    prediction files and each row's options known (they decide the in-sample flags)."""
-    return ranked(summarize(results, spec.predictions, spec.options), spec.rank_by)
+    prediction files, each row's options and the pages its model was trained on known
+    (they decide the in-sample flags)."""
+    return ranked(summarize(results, spec.predictions, spec.options, spec.trained_pages),
+                  spec.rank_by)
 
 
 def run_output_dir(output_folder: Path, run_id: str) -> Path:
@@ -1056,6 +1083,6 @@ def write_run_outputs(store: Store, run_id: str, output_folder: Path,
 
     out_dir = run_output_dir(output_folder, run_id)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_outputs(out_dir, info, results, gold=gold, rank_by=spec.rank_by)
+    write_outputs(out_dir, info, results, run_summary(results, spec), gold, spec.rank_by)
     write_predictions(out_dir, results)
     return out_dir

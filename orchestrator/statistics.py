@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from scipy import stats
 
 from orchestrator.field_metrics import ShingleSummary, summarize_shingles
-from orchestrator.insample import in_sample
+from orchestrator.insample import TrainedPages, in_sample_pages
 from orchestrator.models import METRICS, RANK_KEYS, Counts, PageResult
 
 ALL_DATASETS = "(all)"
@@ -93,7 +93,9 @@ class ServiceSummary(BaseModel):
     source: Literal["service", "file"] = "service"
     """A live service, or a prediction file scored without extracting."""
     in_sample: bool = False
-    """The service's model was trained on pages of this dataset (insample.py)."""
+    """The service's model was trained on pages of this row (insample.py)."""
+    in_sample_pages: int = 0
+    """How many of `pages` it was trained on (insample.in_sample_pages)."""
     shingle: ShingleSummary | None = None
     """The article-extraction benchmark's shingle metric (field_metrics)."""
     rouge_lsum: MetricSummary | None = None
@@ -283,8 +285,9 @@ def reason_key(error: str) -> str:
 
 def summarize_service(service: str, dataset: str, results: Sequence[PageResult],
                       source: Literal["service", "file"] = "service",
-                      trained: bool = False) -> ServiceSummary:
-    """The figures of one service over the given page results (one dataset or pooled)."""
+                      trained: int = 0) -> ServiceSummary:
+    """The figures of one service over the given page results (one dataset or pooled);
+    `trained`: how many of those pages its model was trained on."""
     scored = [r.scores for r in results if r.scores is not None and r.status != "skipped"]
     shingles = [s.shingle for s in scored if s.shingle is not None]
     rouge = [s.rouge_lsum for s in scored if s.rouge_lsum is not None]
@@ -311,7 +314,8 @@ def summarize_service(service: str, dataset: str, results: Sequence[PageResult],
         elapsed_ms_mean=float(np.mean(elapsed)) if elapsed else None,
         levels=levels,
         source=source,
-        in_sample=trained,
+        in_sample=trained > 0,
+        in_sample_pages=trained,
         shingle=summarize_shingles(shingles) if shingles else None,
         rouge_lsum=describe(rouge) if rouge else None,
         error_reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -393,11 +397,14 @@ def pairwise_tests(results: Sequence[PageResult], datasets: Sequence[str]) -> li
 
 
 def summarize(results: Sequence[PageResult], files: Collection[str] = (),
-              options: Mapping[str, Mapping[str, Any]] | None = None) -> Summary:
+              options: Mapping[str, Mapping[str, Any]] | None = None,
+              trained: TrainedPages | None = None) -> Summary:
     """Figures per service and dataset (plus pooled rows when there are several
     datasets) and the pairwise tests, in a stable order. `files`: the rows that
     are prediction files (never flagged in-sample: their training is unknown);
-    `options`: each row's service options (orchestrator.insample reads them)."""
+    `options`: each row's service options; `trained`: the pages each service's model
+    was trained on, matched by content (None: by the test set's name). Both decide the
+    in-sample flags (orchestrator.insample)."""
     groups: dict[tuple[str, str], list[PageResult]] = defaultdict(list)
     for r in results:
         groups[(r.service, r.dataset)].append(r)
@@ -406,11 +413,11 @@ def summarize(results: Sequence[PageResult], files: Collection[str] = (),
 
     def row(service: str, dataset: str, pages: Sequence[PageResult]) -> ServiceSummary:
         is_file = service in files
-        names = datasets if dataset == ALL_DATASETS else [dataset]
-        row_options = (options or {}).get(service)
-        trained = not is_file and any(in_sample(service, d, row_options) for d in names)
+        seen = 0 if is_file else in_sample_pages(
+            service, [(r.dataset, r.page_id) for r in pages], (options or {}).get(service),
+            trained)
         return summarize_service(service, dataset, pages, "file" if is_file else "service",
-                                 trained)
+                                 seen)
 
     rows = [row(s, d, groups[(s, d)]) for s in services for d in datasets if (s, d) in groups]
     if len(datasets) > 1:

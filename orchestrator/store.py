@@ -15,22 +15,28 @@ would take an emptied file for a new database and the runs would vanish without
 a word, and would only notice a cut one at the first read of a missing page.
 Another program's SQLite database is refused untouched, and so is a store of a newer
 SCHEMA_VERSION. Any later SQLite failure (a damaged page, a full disk, a read-only
-file) is a StoreError too; a failed write rolls back whole, so what was committed
-before stays and a run resumes from it.
+file) is a StoreError too, its `problem` told by SQLite's result code; a failed write
+rolls back whole, so what was committed before stays and a run resumes from it.
+
+delete_run_with_folders is the one way a run is deleted (`boilerbench runs delete`,
+DELETE /runs/{id}): the store's rows, then the folders the run owns.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.models import PageResult, RunInfo, RunStatus
 from orchestrator.testsets import LabelledPage
@@ -75,33 +81,53 @@ UNFINISHED: tuple[RunStatus, ...] = ("pending", "running")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+StoreProblem = Literal["damaged", "locked", "full", "read_only", "foreign", "newer"]
+"""What is wrong with a store: `damaged` (cut, emptied, a bad page), `locked` (by
+another process past the wait), `full` (no space left for it), `read_only` (it or its
+folder cannot be written), `foreign` (not a store of boilerbench), `newer` (of a newer
+SCHEMA_VERSION)."""
+
+
 class StoreError(Exception):
-    """The store file is damaged, not a store, locked by another process for longer
-    than the wait, or cannot be written (read-only, a full disk); the message names it
-    and says what to do."""
+    """The store cannot be used now; the message names it and says what to do, and
+    `problem` says why, for a caller that answers each case its own way (the API)."""
+
+    def __init__(self, message: str, problem: StoreProblem) -> None:
+        super().__init__(message)
+        self.problem: StoreProblem = problem
 
 
 LOCK_WAIT_S = 30.0
 """How long a write waits for another process's lock on the store."""
 
+_LOCKED_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+_UNWRITABLE_CODES = {sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR,
+                     sqlite3.SQLITE_PERM}
+
+
+def _result_code(exc: sqlite3.Error) -> int:
+    """SQLite's primary result code of an error (SQLITE_FULL, ...); 0 for an error the
+    sqlite3 module raised itself."""
+    return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # extended -> primary
+
 
 def _store_error(exc: sqlite3.Error, path: Path) -> StoreError:
-    """The one-line StoreError for an SQLite failure on the store: locked by another
-    process, not writable or out of space (the store is whole: what was committed
-    stays), or else damaged."""
-    message = str(exc).lower()
-    if "locked" in message or "busy" in message:
+    """The one-line StoreError for an SQLite failure on the store, by SQLite's primary
+    result code: locked by another process, out of space or not writable (the store is
+    whole: what was committed stays), or else damaged."""
+    code = _result_code(exc)
+    if code in _LOCKED_CODES:
         return StoreError(f"the store {path} is locked by another process (waited "
-                          f"{LOCK_WAIT_S:g} s); try again when that process has finished")
-    if "full" in message:
+                          f"{LOCK_WAIT_S:g} s); try again when that process has finished",
+                          "locked")
+    if code == sqlite3.SQLITE_FULL:
         return StoreError(f"the store {path} cannot be written: the disk is full; what was "
-                          "recorded is kept: free some space and try again")
-    if any(word in message for word in ("readonly", "read-only", "unable to open",
-                                        "disk i/o")):
+                          "recorded is kept: free some space and try again", "full")
+    if code in _UNWRITABLE_CODES:
         return StoreError(f"the store {path} cannot be written ({exc}): it and its folder "
-                          "must be writable")
+                          "must be writable", "read_only")
     return StoreError(f"the store {path} is damaged ({exc}); restore it from a backup, or "
-                      "move it away to start a new store")
+                      "move it away to start a new store", "damaged")
 
 
 def _store_failure(exc: sqlite3.DatabaseError) -> bool:
@@ -117,15 +143,17 @@ def check_store_file(path: Path) -> None:
     if not path.exists():
         return
     if path.is_dir():
-        raise StoreError(f"the store {path} is a folder: name a file (runs.sqlite) in it")
+        raise StoreError(f"the store {path} is a folder: name a file (runs.sqlite) in it",
+                         "foreign")
     size = path.stat().st_size
     advice = "restore it from a backup, or move it away to start a new store"
     if size == 0:
-        raise StoreError(f"the store {path} is empty (0 bytes): its runs are lost; {advice}")
+        raise StoreError(f"the store {path} is empty (0 bytes): its runs are lost; {advice}",
+                         "damaged")
     with path.open("rb") as handle:
         header = handle.read(100)
     if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
-        raise StoreError(f"the store {path} is not an SQLite database; {advice}")
+        raise StoreError(f"the store {path} is not an SQLite database; {advice}", "damaged")
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big")
@@ -135,7 +163,7 @@ def check_store_file(path: Path) -> None:
     pending = wal.exists() and wal.stat().st_size > 0
     if header[24:28] == header[92:96] and pages and size < pages * page_size and not pending:
         raise StoreError(f"the store {path} is cut short ({size} of {pages * page_size} "
-                         f"bytes); {advice}")
+                         f"bytes); {advice}", "damaged")
 
 
 def _now() -> str:
@@ -213,7 +241,10 @@ def _create_store_file(path: Path) -> None:
         reason: object = exc
         if isinstance(exc, OSError) and exc.strerror:
             reason = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
-        raise StoreError(f"cannot create the store {path}: {reason}") from None
+        full = (exc.errno == errno.ENOSPC if isinstance(exc, OSError)
+                else _result_code(exc) == sqlite3.SQLITE_FULL)
+        raise StoreError(f"cannot create the store {path}: {reason}",
+                         "full" if full else "read_only") from None
 
 
 class Store:
@@ -248,13 +279,13 @@ class Store:
         if version > SCHEMA_VERSION:
             raise StoreError(f"the store {self.path} was written by a newer boilerbench "
                              f"(store schema {version}; this version reads up to "
-                             f"{SCHEMA_VERSION}): upgrade boilerbench to use it")
+                             f"{SCHEMA_VERSION}): upgrade boilerbench to use it", "newer")
         tables = {row[0] for row in self._db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
         if tables and "runs" not in tables:
             raise StoreError(f"the store {self.path} is an SQLite database of another "
                              f"program (tables: {', '.join(sorted(tables))}): name a store "
-                             "of boilerbench, or a new file")
+                             "of boilerbench, or a new file", "foreign")
 
     def close(self) -> None:
         with self._lock:
@@ -456,3 +487,53 @@ class Store:
         for service, status, n in rows:
             out.setdefault(service, {"ok": 0, "error": 0, "skipped": 0})[status] = n
         return out
+
+
+@dataclass(frozen=True)
+class RunFolders:
+    """The folders a run owns, deleted with it: its output folder, and the folders its
+    uploaded test sets were unpacked into (the API's uploads/ID)."""
+
+    output: Path | None
+    uploads: tuple[Path, ...] = ()
+
+
+def _is_folder_name(run_id: str) -> bool:
+    """Whether a run id names one folder inside another (`..` would name the parent)."""
+    return run_id not in ("", ".", "..") and "/" not in run_id and "\x00" not in run_id
+
+
+def run_folders(run_id: str, spec: Mapping[str, Any]) -> RunFolders:
+    """The folders of a run, by its stored spec. An upload folder counts only where the
+    spec marks its test set owned and the folder is named after the run, as the API
+    makes it: no spec can have a shared folder (an allowed root) deleted."""
+    from orchestrator.runner import RunSpec, run_output_dir  # the runner imports the store
+
+    if not _is_folder_name(run_id):
+        return RunFolders(None)
+    parsed = RunSpec.model_validate(spec)
+    uploads = dict.fromkeys(Path(root) for source in parsed.datasets
+                            if source.owned for root in source.roots or ()
+                            if Path(root).is_absolute() and Path(root).name == run_id)
+    return RunFolders(run_output_dir(Path(parsed.output_folder), run_id), tuple(uploads))
+
+
+def delete_run_with_folders(store: Store, run_id: str, keep_output: bool = False
+                            ) -> RunFolders | None:
+    """Delete a run from the store with its inputs and results, then the folders it owns
+    (its output folder too unless `keep_output`): what `runs delete` and DELETE
+    /runs/{id} both do, so neither leaves an upload behind. None if there is no such
+    run. The rows go first: a folder that cannot be removed leaves no run half there.
+    A folder that is a symbolic link is left alone (rmtree follows none)."""
+    try:
+        folders = run_folders(run_id, store.spec(run_id))
+    except KeyError:
+        return None
+    if not store.delete_run(run_id):
+        return None
+    removed = list(folders.uploads)
+    if folders.output is not None and not keep_output:
+        removed.append(folders.output)
+    for folder in removed:
+        shutil.rmtree(folder, ignore_errors=True)
+    return folders

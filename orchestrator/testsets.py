@@ -2,9 +2,11 @@
 
 A test set is pages with gold text (Rolli 2014, appendix B, f2): `html/<id>.html` and
 `content/<id>.txt` paired by file name, optionally `feeds/<id>.xml` (the page's
-RSS/Atom feed, for the rss service). Files without a partner, and what cannot be a
-page's file (sub-folders, broken links), are listed as warnings in the run's
-results, never silently dropped.
+RSS/Atom feed, for the rss service). Names are compared in Unicode normal form NFC,
+the id is that form, and each file is read by its own name: macOS writes names in
+NFD, other systems mostly in NFC, and a test set gathered from both pairs all the
+same. Files without a partner, and what cannot be a page's file (sub-folders, broken
+links), are listed as warnings in the run's results, never silently dropped.
 
 Archives come from users over HTTP, so they are unpacked member by member, each
 streamed to a file of our own under limits counted on the bytes really unpacked
@@ -25,6 +27,7 @@ import stat
 import struct
 import tarfile
 import tempfile
+import unicodedata
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -101,12 +104,22 @@ class Pairing:
     feeds: dict[str, str]
 
 
+def normal_form(name: str) -> str:
+    """Which Unicode normal form a name is in, to tell apart two names that print alike."""
+    for form in ("NFC", "NFD"):
+        if unicodedata.is_normalized(form, name):
+            return form
+    return "neither NFC nor NFD"
+
+
 def pair_files(html: Iterable[str], content: Iterable[str], feeds: Iterable[str] = (),
                dataset: str = "") -> Pairing:
-    """Pair file names by id (the name without its suffix, which is matched in any
-    case). Of two files with one id in a folder the first by name is used; pages
-    are read from the names chosen here, so a file that a warning calls ignored is
-    never the one read."""
+    """Pair file names by id: the name without its suffix (which is matched in any case)
+    in normal form NFC, so that `café` written in NFD by macOS pairs with `café` in NFC.
+    Of two files with one id in a folder the first by name is used; pages are read
+    from the names chosen here, so a file that a warning calls ignored is never the one
+    read. Two names that differ only in normal form print alike: their warning spells
+    them out."""
     prefix = f"{dataset}: " if dataset else ""
     warnings: list[str] = []
 
@@ -120,11 +133,18 @@ def pair_files(html: Iterable[str], content: Iterable[str], feeds: Iterable[str]
                 warnings.append(f"{prefix}{folder}/{name}: not a {'/'.join(suffixes)} file; "
                                 "ignored")
                 continue
-            if stem in found:
-                warnings.append(f"{prefix}{folder}/{name}: same id as {folder}/{found[stem]}; "
-                                "ignored")
+            page_id = unicodedata.normalize("NFC", stem)
+            if page_id not in found:
+                found[page_id] = name
                 continue
-            found[stem] = name
+            kept = found[page_id]
+            if kept.rpartition(".")[0] == stem:
+                warnings.append(f"{prefix}{folder}/{name}: same id as {folder}/{kept}; ignored")
+            else:
+                warnings.append(
+                    f"{prefix}{folder}/{name}: same id as {folder}/{kept}, the same name in "
+                    f"another Unicode normal form ({name!a} is {normal_form(name)}, "
+                    f"{kept!a} {normal_form(kept)}); ignored")
         return found
 
     pages = by_id(html, HTML_SUFFIXES, "html")
@@ -229,6 +249,12 @@ def in_memory(name: str, pages: list[LabelledPage], warnings: list[str] | None =
         twice = sorted(page_id for page_id, n in Counter(p.id for p in pages).items() if n > 1)
         raise DatasetError(f"{name}: page ids are not unique: {', '.join(map(repr, twice[:5]))}"
                            + (f" and {len(twice) - 5} more" if len(twice) > 5 else ""))
+    in_nfc: dict[str, str] = {}
+    for page_id in by_id:  # prediction files name pages in NFC: such ids would share a text
+        first = in_nfc.setdefault(unicodedata.normalize("NFC", page_id), page_id)
+        if first != page_id:
+            raise DatasetError(f"{name}: page ids are not unique: {first!a} and "
+                               f"{page_id!a} differ only in Unicode normal form")
     return Dataset(name, list(by_id), by_id.__getitem__, list(warnings or []),
                    has_feeds=any(page.feed is not None for page in pages))
 

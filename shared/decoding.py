@@ -140,6 +140,36 @@ def _utf16_without_bom(data: bytes) -> str | None:
     return None
 
 
+# Of the characters of UTF-16 text without a BOM, at least this share (and this many)
+# must have a NUL byte (U+0000-U+00FF: ASCII letters, spaces, line ends) for the NULs to
+# say UTF-16: a text of a few words has dozens, a stray NUL in other text is one.
+_UTF16_MIN_NUL_SHARE = 1 / 32
+_UTF16_MIN_NULS = 4
+
+
+def _utf16_from_nul_bytes(data: bytes) -> str | None:
+    """The codec of UTF-16 text without a byte-order mark, where its NUL bytes say so:
+    the characters U+0000-U+00FF have a NUL high byte, at odd offsets in little-endian
+    and even ones in big-endian, and (but for rare characters such as U+0100) on that
+    side only. Such text is also valid UTF-8 when it is mostly ASCII, NULs and all;
+    text really in UTF-8 or a legacy charset holds no NUL byte, so this never reads it."""
+    if (b"\x00" not in data or len(data) % 2
+            or any(data.startswith(bom) for bom, _ in _BOMS)):
+        return None
+    even, odd = data[0::2].count(0), data[1::2].count(0)
+    nuls, other_side = max(even, odd), min(even, odd)
+    if (nuls < max(_UTF16_MIN_NULS, _UTF16_MIN_NUL_SHARE * (len(data) // 2))
+            or 4 * other_side > nuls):
+        return None
+    codec = "utf-16-le" if odd > even else "utf-16-be"
+    try:
+        text = data.decode(codec)
+    except UnicodeDecodeError:  # a lone surrogate: not UTF-16 after all
+        return None
+    controls = len(text.encode("utf-8", "surrogatepass").translate(None, _NOT_CONTROL))
+    return codec if controls <= _MAX_CONTROL_SHARE * len(text) else None
+
+
 def _latin_script(data: bytes) -> bool:
     """Whether most non-ASCII bytes stand alone (accents and quotes in Latin-script text,
     in a single-byte charset) rather than in runs (words of a non-Latin script, or
@@ -194,7 +224,13 @@ def decode_gold(data: bytes) -> tuple[str, str | None]:
     is decoded as pages are (declared or detected charset), never with replacement
     characters that would count as words missed. A UTF-8 file with a few bytes of
     another charset pasted in keeps its UTF-8 (the detector would take the whole file
-    for another charset, every word garbled) and reads those bytes as windows-1252."""
+    for another charset, every word garbled) and reads those bytes as windows-1252.
+    UTF-16 without a byte-order mark is told by its NUL bytes before UTF-8 is tried:
+    mostly ASCII, it would pass as UTF-8 with a NUL after every letter."""
+    utf16 = _utf16_from_nul_bytes(data)
+    if utf16 is not None:
+        order = "little" if utf16 == "utf-16-le" else "big"
+        return data.decode(utf16), f"UTF-16 ({order}-endian) without a byte-order mark"
     try:
         return data.decode("utf-8-sig"), None
     except UnicodeDecodeError as exc:

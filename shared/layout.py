@@ -21,10 +21,20 @@ starts a new one when it has died). Each page gets a fresh browser context and p
   page (document coordinates: the box of a node below the first screen has y >= 768).
 
 Every page is watched for its time (`timeout_s`) and the browser's memory
-(MAX_BROWSER_BYTES): past either, the browser is killed with its processes and the
-page fails; the next one starts a new browser. A service also runs this in worker
-processes whose pool kills a worker past its time limit together with its child
-processes (the Playwright driver and the browser), see shared/workers.py.
+(BOILERBENCH_MAX_BROWSER_BYTES, ServiceSettings.max_browser_bytes): past either, the
+browser is killed with its processes and the page fails; the next one starts a new
+browser. A service also runs this in worker processes whose pool kills a worker past
+its time limit together with its child processes (the Playwright driver and the
+browser), see shared/workers.py.
+
+A browser leaves no files behind: its HOME is a temporary folder of its own
+(_new_scratch), where Chromium can write no crash dumps at all (it would write one
+per crashed page under $HOME/.config/chromium). That folder goes with the browser,
+and with it what a killed browser leaves in the temporary folder: the profile that
+Playwright's driver made for it (about a megabyte) and the folder of its singleton
+socket. A process killed together with its browser (a worker past its time limit,
+or as its service stops) leaves them to the next browser launched on the machine.
+Only the empty playwright-artifacts folder of a killed driver stays.
 
 An element's XPath is lxml's getpath form, as shared.flatpage.FlatPage.path gives it
 (/html/body/div[2]/p: an index only where the parent has several children of that
@@ -35,17 +45,22 @@ has no box.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
 import shutil
 import signal
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+# The default cap, re-exported: orchestrator/kubernetes.py sizes the pods' memory on it.
+from shared.settings import MAX_BROWSER_BYTES as MAX_BROWSER_BYTES
+from shared.settings import ServiceSettings
 from shared.workers import descendants
 
 if TYPE_CHECKING:
@@ -67,20 +82,25 @@ _LAUNCH_ARGS = [
     "--dns-prefetch-disable",
     "--disable-features=NetworkPrediction,PreloadMediaEngagementData,MediaRouter",
     "--disable-dev-shm-usage",  # a container's /dev/shm is 64 MB: shared memory in /tmp
-    # Chromium on Linux starts its crash handler all the same (two small daemons outside
-    # the browser's tree, which end with the browser) and writes a dump per crashed
-    # page under $HOME/.config/chromium/Crash Reports, where Debian's launcher deletes
-    # it after 30 days; --disable-crashpad-for-testing would stop that, but it makes a
-    # page's script navigations hang.
-    "--disable-breakpad",
-    "--disable-crash-reporter",
     "--no-sandbox",  # containers run as an unprivileged user without user namespaces
 ]
-# The most memory a page may make the browser hold (resident anonymous and shared
-# memory of all its processes): a page's scripts could otherwise fill gigabytes within
-# a service's time limit. An idle browser holds about 0.2 GB; a 9 MB page of 300,000
-# elements takes it to 1.4 GB.
-MAX_BROWSER_BYTES = 2 * 2**30
+# No switch stops Debian's Chromium (156) from writing a dump per crashed page:
+# --disable-breakpad, --disable-crash-reporter and --crash-dumps-dir change nothing, and
+# --disable-crashpad-for-testing makes a page's script navigations hang. Its crash
+# handler puts its database in $XDG_CONFIG_HOME/chromium/Crash Reports (or where
+# BREAKPAD_DUMP_LOCATION or CHROME_CONFIG_HOME say), and where that cannot be a folder
+# it writes nothing, while the browser and its pages go on as before. So the browser's
+# HOME is a folder of its own in which that path is an empty file.
+_CRASH_REPORTS = os.path.join(".config", "chromium", "Crash Reports")
+_UNSET_FOR_BROWSER = ("BREAKPAD_DUMP_LOCATION", "CHROME_CONFIG_HOME")
+# A browser's temporary folder is named after its process (boilerbench-browser-PID-...)
+# so that one whose process was killed can be told apart and removed.
+_SCRATCH_PREFIX = "boilerbench-browser-"
+# The file in a browser's folder that names the folders a killed browser leaves in the
+# temporary folder: the profile that Playwright's driver made for it and the folder of
+# its singleton socket (which stays in TMPDIR: a socket's path has at most 107 bytes).
+_LEFT_BEHIND = "left-behind"
+_LEFT_BEHIND_PREFIXES = ("playwright_chromiumdev_profile-", "org.chromium.Chromium.")
 # How often the browser's time and memory are checked while it works on a page.
 _WATCH_INTERVAL_S = 0.1
 
@@ -200,22 +220,25 @@ def browser_problem() -> str | None:
 
 
 class Renderer:
-    """One Playwright driver and one Chromium browser, started on first use (or by
-    `start`) and restarted when the browser has died (crashed, or killed from outside).
+    """One Playwright driver and one Chromium browser, started on first use and
+    restarted when the browser has died (crashed, or killed from outside).
 
     Playwright's sync API belongs to the thread that started it, so every call runs on
-    one thread of the Renderer's own; `start` can then launch the browser in the
-    background while the process goes on (a service worker is ready at once, and the
-    first page waits for the launch only if it comes before the launch is done)."""
+    one thread of the Renderer's own (the watch in `render` runs on the caller's).
+    `max_bytes` is the memory cap, read from the settings once."""
 
     def __init__(self) -> None:
+        self.max_bytes = ServiceSettings().max_browser_bytes
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
         self._browser_pid: int | None = None
+        self._scratch: str | None = None
+        """The browser's temporary folder (see _new_scratch)."""
         self._stopped: str | None = None
         """Why the watch in `render` killed the browser during the current page."""
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="browser")
         self._one_page = threading.Lock()  # the watch belongs to one page at a time
+        atexit.register(self._at_exit)
 
     def _ensure_browser(self) -> Browser:
         if self._browser is not None and self._browser.is_connected():
@@ -226,9 +249,11 @@ class Renderer:
         self._close()
         from playwright.sync_api import sync_playwright
 
+        self._scratch = scratch = _new_scratch()
         self._playwright = sync_playwright().start()
         self._browser = self._playwright.chromium.launch(
             executable_path=chromium_path(), headless=True, args=_LAUNCH_ARGS,
+            env=_browser_env(scratch),
             proxy={"server": _DEAD_PROXY, "bypass": ""}, chromium_sandbox=False,
             handle_sigint=False, handle_sigterm=False, handle_sighup=False)
         session = self._browser.new_browser_cdp_session()
@@ -238,14 +263,15 @@ class Renderer:
             session.detach()
         self._browser_pid = next((process["id"] for process in processes
                                   if process["type"] == "browser"), None)
+        _note_left_behind(scratch, self._browser_pid)
         return self._browser
 
     def render(self, html: str, javascript: bool = False, timeout_s: float = 30.0) -> Layout:
         """Lay `html` out and measure every element (see the module docstring).
 
         Watched from the calling thread: a page past `timeout_s` (not counting the
-        browser's launch), or one that makes the browser hold more than
-        MAX_BROWSER_BYTES, gets its browser killed (the next page starts a new one) and
+        browser's launch), or one that makes the browser hold more than `max_bytes`,
+        gets its browser killed (the next page starts a new one) and
         a LayoutFailedError. Playwright's own timeouts do not cover everything (an
         evaluation waits for a page whose scripts never stop)."""
         with self._one_page:
@@ -257,9 +283,9 @@ class Renderer:
                     deadline = time.monotonic() + timeout_s
                 elif time.monotonic() > deadline:
                     self._stop(f"the page was not laid out within {timeout_s:g} s")
-                elif browser_memory(self._browser_pid) > MAX_BROWSER_BYTES:
+                elif browser_memory(self._browser_pid) > self.max_bytes:
                     self._stop(f"the page made the browser hold over "
-                               f"{MAX_BROWSER_BYTES >> 20} MiB")
+                               f"{self.max_bytes >> 20} MiB")
             return job.result()
 
     def _stop(self, reason: str) -> None:
@@ -269,9 +295,7 @@ class Renderer:
         if pid is None or self._stopped is not None:
             return
         self._stopped = reason
-        for process in [pid, *descendants(pid)]:
-            with contextlib.suppress(OSError):
-                os.kill(process, signal.SIGKILL)
+        _kill_tree(pid)
 
     def _render_again_if_dead(self, html: str, javascript: bool, timeout_s: float) -> Layout:
         """_render; a browser that dies during the page is replaced and tried once more
@@ -319,6 +343,111 @@ class Renderer:
                 self._playwright.stop()
         self._browser = self._playwright = None
         self._browser_pid = None
+        if self._scratch is not None:
+            _remove_scratch(self._scratch)
+            self._scratch = None
+
+    def _at_exit(self) -> None:
+        """At the interpreter's exit the Renderer's thread is gone, and the driver would
+        end the browser only once this process has: kill it now and remove its folder."""
+        if self._browser_pid is not None:
+            _kill_tree(self._browser_pid)
+        if self._scratch is not None:
+            _remove_scratch(self._scratch)
+            self._scratch = None
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL to process `pid` and every process below it."""
+    for process in [pid, *descendants(pid)]:
+        with contextlib.suppress(OSError):
+            os.kill(process, signal.SIGKILL)
+
+
+def _new_scratch() -> str:
+    """A new temporary folder for a browser's files, with `home` (its HOME, in which
+    Chromium cannot make its crash database, see _CRASH_REPORTS). The folders that
+    killed processes left behind go first."""
+    _remove_abandoned_scratch()
+    scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-")
+    blocker = os.path.join(scratch, "home", _CRASH_REPORTS)
+    os.makedirs(os.path.dirname(blocker))
+    with open(blocker, "x"):
+        pass
+    return scratch
+
+
+def _browser_env(scratch: str) -> dict[str, str | float | bool]:
+    """This process's environment with the browser's HOME and XDG folders in `scratch`:
+    nothing it writes lands in the user's HOME."""
+    home = os.path.join(scratch, "home")
+    env: dict[str, str | float | bool] = {
+        name: value for name, value in os.environ.items() if name not in _UNSET_FOR_BROWSER}
+    env.update(HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"),
+               XDG_CACHE_HOME=os.path.join(home, ".cache"),
+               XDG_DATA_HOME=os.path.join(home, ".local", "share"),
+               XDG_STATE_HOME=os.path.join(home, ".local", "state"))
+    return env
+
+
+def _note_left_behind(scratch: str, browser_pid: int | None) -> None:
+    """Note in `scratch` what the browser has outside it that a killed browser leaves
+    behind: the profile folder Playwright's driver made (its --user-data-dir) and the
+    folder of the socket that the profile's SingletonSocket links to."""
+    if browser_pid is None:
+        return
+    try:
+        with open(f"/proc/{browser_pid}/cmdline", "rb") as cmdline:
+            arguments = cmdline.read().decode(errors="replace").split("\0")
+    except OSError:
+        return
+    profile = next((argument.partition("=")[2] for argument in arguments
+                    if argument.startswith("--user-data-dir=")), "")
+    folders = [profile]
+    with contextlib.suppress(OSError):
+        folders.append(os.path.dirname(os.readlink(os.path.join(profile, "SingletonSocket"))))
+    with open(os.path.join(scratch, _LEFT_BEHIND), "w", encoding="utf-8") as note:
+        note.writelines(f"{folder}\n" for folder in folders
+                        if os.path.basename(folder).startswith(_LEFT_BEHIND_PREFIXES))
+
+
+def _remove_scratch(scratch: str) -> None:
+    """Remove a browser's temporary folder and the folders noted in it (which a browser
+    that ends normally removes itself)."""
+    with contextlib.suppress(OSError), \
+            open(os.path.join(scratch, _LEFT_BEHIND), encoding="utf-8") as note:
+        for folder in note.read().splitlines():
+            if os.path.basename(folder).startswith(_LEFT_BEHIND_PREFIXES):
+                shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _remove_abandoned_scratch() -> None:
+    """Remove the browsers' folders whose processes are gone: a process killed with its
+    browser (a worker past its time limit, or as its service stops) could not remove
+    its own."""
+    try:
+        with os.scandir(tempfile.gettempdir()) as scan:
+            entries = [entry for entry in scan if entry.name.startswith(_SCRATCH_PREFIX)]
+    except OSError:
+        return
+    for entry in entries:
+        owner = entry.name.removeprefix(_SCRATCH_PREFIX).partition("-")[0]
+        with contextlib.suppress(OSError):  # another process may be removing it too
+            if (owner.isdigit() and not _running(int(owner))
+                    and entry.is_dir(follow_symlinks=False)
+                    and entry.stat(follow_symlinks=False).st_uid == os.getuid()):
+                _remove_scratch(entry.path)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 # <meta http-equiv="refresh">: a refresh to the same document reloads about:blank
@@ -408,5 +537,5 @@ def renderer() -> Renderer:
 def layout(html: str, javascript: bool = False, timeout_s: float = 30.0) -> Layout:
     """The rendered layout of `html` in this process's browser. Raises
     BrowserUnavailableError when no browser can run here, LayoutFailedError when the
-    page fails (past `timeout_s` or MAX_BROWSER_BYTES, a crash)."""
+    page fails (past `timeout_s` or the memory cap, a crash)."""
     return renderer().render(html, javascript, timeout_s)

@@ -5,6 +5,15 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The default of max_browser_bytes, the most memory a page may make cetd's headless
+# browser hold (shared/layout.py): a page's scripts could otherwise fill gigabytes within
+# a service's time limit. An idle browser holds about 0.2 GB; a 9 MB page of 300,000
+# elements takes it to 1.4 GB.
+MAX_BROWSER_BYTES = 2 * 2**30
+# The least cap accepted: an idle browser alone holds about 190 MiB, so a lower cap (a
+# value meant in MiB, say) would fail every page.
+MIN_BROWSER_BYTES = 256 * 2**20
+
 
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="BOILERBENCH_", extra="ignore")
@@ -31,6 +40,11 @@ class ServiceSettings(BaseSettings):
         1.5, gt=0, description="The ensemble waits this long for a member over HTTP (a "
         "later answer counts as missing) and starts no member in its own process after "
         "this long on a page.")
+    max_browser_bytes: int = Field(
+        MAX_BROWSER_BYTES, ge=MIN_BROWSER_BYTES, description="cetd's measure htd: the most "
+        "memory (resident, all its processes) the headless browser may hold on a page; past "
+        "it the browser is killed and the page gets 422. Read by the process that runs the "
+        "browser (an extraction worker, `boilerbench render`).")
 
     @field_validator("token")
     @classmethod

@@ -9,9 +9,10 @@ its tokens align with the gold: shared.blockmap.block_support), weigh the units
 (train on the other datasets, score the one left out: pages of one dataset share
 sites, years and annotation habits, so folds of pages would measure memory of those),
 ship the best candidate refitted on every page, and write a model file whose
-metadata holds the datasets, the leave-one-out figures and the recorded checks that
-the reproduction tests replay. What a unit is, its features, the candidates and the
-model file's layout stay with each service (a `Learner`).
+metadata holds the datasets, the digests of the pages trained on, the leave-one-out
+figures and the recorded checks that the reproduction tests replay. What a unit is,
+its features, the candidates and the model file's layout stay with each service (a
+`Learner`).
 
 Training only: no service imports this at runtime.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from importlib.metadata import version
@@ -35,7 +36,7 @@ from threadpoolctl import threadpool_limits
 from shared.blockmap import CONTENT_SHARE, token_support
 from shared.decoding import NotHTMLError, decode_gold, decode_html
 from shared.gbdt import decide
-from shared.modelfile import read_json, write_json
+from shared.modelfile import PAGE_DIGESTS, page_digest, read_json, write_json
 from shared.tokens import tokenize
 
 Matrix = npt.NDArray[np.float64]
@@ -100,6 +101,17 @@ def load_page(dataset: Path, page_id: str) -> tuple[str, str]:
     html = decode_html((dataset / "html" / f"{page_id}.html").read_bytes())
     gold = decode_gold((dataset / "content" / f"{page_id}.txt").read_bytes())[0]
     return html, gold
+
+
+def training_digests(datasets: Sequence[Path], pages: Iterable[tuple[str, str]]
+                     ) -> dict[str, list[str]]:
+    """The model-file metadata that names the pages trained on ((dataset name, page id)
+    of `datasets`) by content: the sorted, distinct digests of their HTML files'
+    bytes (shared.modelfile.page_digest), so that figures on these pages are flagged
+    in-sample under any test set's name (orchestrator.insample)."""
+    folders = {d.name: d for d in datasets}
+    return {PAGE_DIGESTS: sorted({page_digest((folders[name] / "html" / f"{page_id}.html")
+                                              .read_bytes()) for name, page_id in pages})}
 
 
 def _labelled(job: tuple[Labeller, Path, str]) -> TrainingPage | str:
@@ -375,6 +387,7 @@ def train_model(learner: Learner[ServiceModel], datasets: Sequence[Path], out: P
             "seed": seed,
             "trained_on": names,
             "datasets": data_meta,
+            **training_digests(datasets, ((p.dataset, p.page_id) for p in pages)),
             **learner.description,
             "metric": "mean per-page bag-of-words word F1 (shared.tokens.tokenize)",
             "candidates": evaluations,

@@ -34,6 +34,7 @@ from orchestrator.config import RunConfig, load_config, parse_config_text
 from orchestrator.launcher import (
     DEFAULT_PORT_BASE,
     LocalStack,
+    PortLocks,
     ServiceProcess,
     StackError,
     check_service,
@@ -125,6 +126,20 @@ def test_a_taken_port_fails_before_anything_starts() -> None:
         with pytest.raises(StackError, match=f"port in use: bte on {port}"):
             stack.start(timeout=5)
         assert not stack.processes
+
+
+def test_a_port_another_start_holds_fails_before_anything_starts() -> None:
+    """A start holds its ports locked from its check until its services listen: another
+    start on one of them in that time is refused as if the port were taken."""
+    port = free_port()
+    with PortLocks() as starting:
+        assert starting.take(port)
+        stack = LocalStack(["bte"], ports={"bte": port})
+        with pytest.raises(StackError, match=f"port in use: bte on {port}"):
+            stack.start(timeout=5)
+        assert not stack.processes
+    with PortLocks() as later:  # given up: free for the next start
+        assert later.take(port)
 
 
 def test_a_host_no_server_could_listen_on_is_not_called_a_taken_port() -> None:
@@ -340,6 +355,45 @@ def test_up_with_a_port_base_serves_on_the_shifted_port(tmp_path: Path) -> None:
     assert f"boilerbench run --http --port-base {base}" in stderr
     with pytest.raises(httpx.TransportError):
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+@pytest.mark.e2e
+def test_two_ups_started_together_on_one_port_leave_one_running() -> None:
+    """Both check the port before either's service listens on it: one starts, the other
+    fails at once saying the port is in use, instead of the two fighting over it."""
+    port = free_port()
+    base = port - (SERVICES["bte"].port - DEFAULT_PORT_BASE)
+    ups = [subprocess.Popen([*CLI, "up", "--services", "bte", "--port-base", str(base)],
+                            cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+           for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 180
+        while all(up.poll() is None for up in ups):
+            assert time.monotonic() < deadline, "neither `up` stopped"
+            time.sleep(0.1)
+        (lost,) = [up for up in ups if up.poll() is not None]
+        (running,) = [up for up in ups if up is not lost]
+        healthy = False
+        while not healthy and running.poll() is None:
+            assert time.monotonic() < deadline, "the `up` left never became healthy"
+            with contextlib.suppress(httpx.TransportError):
+                healthy = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).is_success
+            time.sleep(0.2)
+        assert running.poll() is None
+        assert httpx.get(f"http://127.0.0.1:{port}/info", timeout=5).json()["name"] == "bte"
+    finally:
+        for up in ups:
+            if up.poll() is None:
+                os.killpg(up.pid, signal.SIGTERM)
+        outputs = [up.communicate(timeout=60) for up in ups]
+    _, lost_stderr = outputs[ups.index(lost)]
+    assert lost.returncode == 1, lost_stderr
+    assert f"port in use: bte on {port}" in " ".join(lost_stderr.split())
+    assert "Ready" not in lost_stderr
+    running_stdout, running_stderr = outputs[ups.index(running)]
+    assert running.returncode == 0, running_stderr  # stopped by the SIGTERM, not a fight
+    assert f"http://127.0.0.1:{port}" in running_stdout
 
 
 class _Answer(http.server.BaseHTTPRequestHandler):

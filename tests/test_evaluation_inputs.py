@@ -1,8 +1,9 @@
 """Nothing about a test set passes silently: unpaired files, empty gold texts and gold
 files that are not UTF-8 are named in the command's output, summary.md and
 report.html, and such gold is decoded by charset detection, not with replacement
-characters. The configuration file takes `mode: in-process` as the CLI does, POST
-/runs the JSON forms the documentation gives, and a malformed upload gets one line."""
+characters; UTF-16 without a byte-order mark is read as UTF-16, not as UTF-8 with
+NULs. The configuration file takes `mode: in-process` as the CLI does, POST /runs the
+JSON forms the documentation gives, and a malformed upload gets one line."""
 
 from __future__ import annotations
 
@@ -12,14 +13,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import Result
 from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.cli import app
 from orchestrator.config import RunConfig, load_config
 from orchestrator.testsets import open_folder
+from shared.decoding import decode_gold
 from tests.helpers import zip_bytes
 
 PAGE = "<html><body><article><p>{}</p></article><nav>Home About</nav></body></html>"
@@ -47,6 +52,50 @@ def test_gold_that_is_not_utf8_is_detected_and_noted(tmp_path: Path) -> None:
     assert "\ufffd" not in page.gold
     assert "not valid UTF-8" in page.notes[0]
     assert dataset.page("fine").notes == ()
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize("text", [
+    GOLD,
+    "Plain ASCII gold text.\nIts second line, with no accent at all.",
+    "Правительство объявило о новых мерах поддержки бизнеса.",
+])
+def test_utf16_gold_without_a_bom_is_read_as_utf16(tmp_path: Path, text: str,
+                                                   encoding: str) -> None:
+    """Mostly ASCII, such a file is valid UTF-8 too, a NUL after every letter."""
+    for folder in ("html", "content", "feeds"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "html" / "p.html").write_text(PAGE.format(text), encoding="utf-8")
+    (tmp_path / "content" / "p.txt").write_bytes(text.encode(encoding))
+    (tmp_path / "feeds" / "p.xml").write_bytes(f"<rss>{text}</rss>".encode(encoding))
+    page = open_folder("set", tmp_path / "html", tmp_path / "content",
+                       tmp_path / "feeds").page("p")
+    assert (page.gold, page.feed) == (text, f"<rss>{text}</rss>")
+    order = "little" if encoding == "utf-16-le" else "big"
+    assert page.notes == (f"content/p.txt is UTF-16 ({order}-endian) without a byte-order "
+                          "mark",)
+
+
+@given(st.text().filter(lambda text: "\x00" not in text and not text.startswith("\ufeff")))
+def test_utf8_gold_without_nul_bytes_reads_as_utf8(text: str) -> None:
+    """The UTF-16 reading never takes a UTF-8 file: UTF-8 text has no NUL byte."""
+    assert decode_gold(text.encode("utf-8")) == (text, None)
+
+
+@pytest.mark.dataset
+def test_every_utf8_gold_file_of_the_datasets_reads_as_utf8(four_datasets: list[Path]
+                                                             ) -> None:
+    checked = 0
+    for dataset in four_datasets:
+        for path in sorted((dataset / "content").iterdir()):
+            data = path.read_bytes()
+            try:
+                text = data.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                continue
+            assert decode_gold(data) == (text, None), path
+            checked += 1
+    assert checked > 1000
 
 
 def test_odd_inputs_are_named_in_the_output_summary_and_report(tmp_path: Path) -> None:

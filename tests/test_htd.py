@@ -1,17 +1,21 @@
 """CETD's Hybrid Text Density through the service, with Debian's chromium: the scores
 follow the layout, nothing is fetched, a page that never lays out or fills memory is
-cut off with its browser, a page's scripts cannot break the measurement, and without
-a browser htd is refused with 503."""
+cut off with its browser (the memory cap is a setting, checked at start), a page's
+scripts cannot break the measurement, a browser leaves no files behind (no crash
+dumps in HOME), and without a browser htd is refused with 503."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from orchestrator import cli
@@ -175,8 +180,7 @@ def test_a_page_that_cannot_be_laid_out_is_refused_as_the_pages_fault(service: s
 _LAYOUT_PAGES = """
 import json, sys, time
 import shared.layout
-pages, javascript, timeout_s, max_bytes = json.loads(sys.stdin.read())
-shared.layout.MAX_BROWSER_BYTES = max_bytes or shared.layout.MAX_BROWSER_BYTES
+pages, javascript, timeout_s = json.loads(sys.stdin.read())
 outcomes = []
 for html in pages:
     started = time.monotonic()
@@ -190,10 +194,10 @@ print(json.dumps(outcomes))
 
 
 def layout_in_a_process(pages: list[str], timeout_s: float,
-                        max_bytes: int | None = None) -> list[tuple[str, float]]:
+                        env: dict[str, str] | None = None) -> list[tuple[str, float]]:
     done = subprocess.run([sys.executable, "-c", _LAYOUT_PAGES], cwd=REPO,
-                          input=json.dumps([pages, True, timeout_s, max_bytes]),
-                          capture_output=True, text=True,
+                          input=json.dumps([pages, True, timeout_s]),
+                          env={**os.environ, **(env or {})}, capture_output=True, text=True,
                           timeout=len(pages) * (timeout_s + 10) + 30)
     assert done.returncode == 0, done.stderr
     return [(outcome, seconds) for outcome, seconds in json.loads(done.stdout)]
@@ -210,15 +214,143 @@ def test_a_page_whose_scripts_never_stop_is_cut_off_in_time() -> None:
 
 
 def test_a_page_that_fills_memory_is_cut_off_with_its_browser() -> None:
-    """A script could fill gigabytes within any time limit; past MAX_BROWSER_BYTES the
-    browser is killed, and the next page gets a new one."""
+    """A script could fill gigabytes within any time limit; past the cap the settings
+    give (BOILERBENCH_MAX_BROWSER_BYTES) the browser is killed, and the next page gets
+    a new one."""
     hungry = (f"<body>{STORY}<script>const kept = [];"
               "while (true) kept.push(new Array(1e6).fill(1.5));</script></body>")
     (failed, seconds), (next_page, _) = layout_in_a_process(
-        [hungry, STORY], timeout_s=30, max_bytes=512 * 2**20)
+        [hungry, STORY], timeout_s=30,
+        env={"BOILERBENCH_MAX_BROWSER_BYTES": str(512 * 2**20)})
     assert failed == "the page made the browser hold over 512 MiB"
     assert seconds < 10
     assert next_page == "ok"
+
+
+@pytest.mark.parametrize("value", ["2048", "-1", "2GiB", "1.5e9"])
+def test_a_bad_browser_memory_cap_stops_the_service_at_start(
+        monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """Not a failure at the first htd page: the app is not built (a value in MiB, or
+    one below what an idle browser holds, would fail every page)."""
+    monkeypatch.setenv("BOILERBENCH_MAX_BROWSER_BYTES", value)
+    with pytest.raises(ValidationError, match="max_browser_bytes"):
+        create_service_app(ALGORITHM)
+
+
+# Pages in a process of its own whose HOME and temporary folder are the test's: a page
+# whose renderer crashes (SIGSEGV, which Chromium's crash handler catches as any crash),
+# a page killed past its time, and the pages after each; then the crash dumps found.
+_CRASH_AND_KILL = """
+import contextlib, json, os, signal, sys, tempfile, threading, time
+from pathlib import Path
+from shared.layout import LayoutFailedError, layout
+from shared.workers import descendants
+
+story, busy = json.loads(sys.stdin.read())
+outcomes = []
+
+def page(html, timeout_s=30.0):
+    try:
+        layout(html, True, timeout_s)
+        outcomes.append("ok")
+    except LayoutFailedError as exc:
+        outcomes.append(str(exc))
+
+def crash_renderers(done):
+    while not done.wait(0.5):
+        for pid in descendants(os.getpid()):
+            with contextlib.suppress(OSError):
+                if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(pid, signal.SIGSEGV)
+
+page(story)
+done = threading.Event()
+threading.Thread(target=crash_renderers, args=(done,)).start()
+page(busy)
+done.set()
+time.sleep(1)  # the crash handler's time to write its dump
+dumps = [str(path) for root in (os.environ["HOME"], tempfile.gettempdir())
+         for path in Path(root).rglob("*.dmp")]
+page(story)
+page(busy, 2)
+page(story)
+print(json.dumps([outcomes, dumps]))
+"""
+
+
+@pytest.fixture
+def isolated() -> Iterator[tuple[Path, Path, dict[str, str]]]:
+    """A fresh HOME and temporary folder, and an environment with them. Not under
+    tmp_path: the browser's singleton socket goes in its TMPDIR, and a socket's path
+    may not be longer than 107 bytes."""
+    with tempfile.TemporaryDirectory(prefix="htd-") as folder:
+        home, temp = Path(folder, "home"), Path(folder, "tmp")
+        home.mkdir()
+        temp.mkdir()
+        env = {name: value for name, value in os.environ.items()
+               if not name.startswith("XDG_")}
+        yield home, temp, {**env, "HOME": str(home), "TMPDIR": str(temp)}
+
+
+def left_in(*folders: Path, wait_s: float = 10) -> list[str]:
+    """What is left in `folders` once Playwright's driver, which outlives the process
+    by a moment, has had its time to remove its own; but for the empty folder that a
+    killed driver leaves (see shared/layout.py)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = sorted(str(path) for folder in folders for path in folder.rglob("*")
+                      if not (path.name.startswith("playwright-artifacts-")
+                              and path.is_dir() and not any(path.iterdir())))
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+def test_a_browser_leaves_nothing_behind(isolated: tuple[Path, Path, dict[str, str]]) -> None:
+    """Chromium writes a crash dump per crashed page under $HOME/.config/chromium, which
+    nothing would remove, and Playwright's driver leaves the profile of a killed
+    browser in the temporary folder: neither happens."""
+    home, temp, env = isolated
+    busy = f"<body>{STORY}<script>const until = Date.now() + 10000;" \
+           "while (Date.now() < until) {}</script></body>"
+    done = subprocess.run([sys.executable, "-c", _CRASH_AND_KILL], cwd=REPO, env=env,
+                          input=json.dumps([STORY, busy]), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    outcomes, dumps = json.loads(done.stdout)
+    assert outcomes[0] == outcomes[2] == outcomes[4] == "ok"
+    assert "crashed" in outcomes[1]
+    assert outcomes[3] == "the page was not laid out within 2 s"
+    assert dumps == []
+    assert left_in(home, temp) == []
+
+
+_LAY_OUT_AND_WAIT = """
+from shared.layout import layout
+layout("<p>ready</p>")
+print("ready", flush=True)
+__import__("time").sleep(120)
+"""
+
+
+def test_a_process_killed_with_its_browser_leaves_its_files_to_the_next(
+        isolated: tuple[Path, Path, dict[str, str]]) -> None:
+    """A worker past its time limit is killed with its driver and browser (SIGKILL), so
+    it cannot remove their files; the next browser launched does."""
+    home, temp, env = isolated
+    with subprocess.Popen([sys.executable, "-c", _LAY_OUT_AND_WAIT], cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, text=True) as killed:
+        try:
+            assert killed.stdout is not None
+            assert killed.stdout.readline() == "ready\n"
+        finally:
+            for pid in [killed.pid, *descendants(killed.pid)]:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+    assert {path.name.split("-")[0] for path in temp.iterdir()} >= {
+        "boilerbench", "playwright_chromiumdev_profile"}
+    assert layout_in_a_process([STORY], timeout_s=30, env=env)[0][0] == "ok"
+    assert left_in(home, temp) == []
 
 
 def test_render_command_prints_the_layout_as_json(tmp_path: Path) -> None:

@@ -1,17 +1,25 @@
 """Runs and their store: one store per user in the platform's data folder, runs whose
-process died shown as interrupted, and `--resume` saying which store holds a run."""
+process died shown as interrupted, `--resume` saying which store holds a run, and a
+deleted run leaving none of its files behind, whichever way it was deleted."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
-from orchestrator.config import default_store_path, load_config
+from orchestrator.api import ApiSettings, create_app
+from orchestrator.cli import app as cli_app
+from orchestrator.config import RunConfig, default_store_path, load_config
 from orchestrator.models import RunInfo
+from orchestrator.runner import RunSpec, create_run, folder_source
 from orchestrator.store import Store
+from tests.helpers import tar_bytes, write_test_set
 
 
 def test_the_default_store_is_in_the_users_data_folder(tmp_path: Path,
@@ -81,3 +89,64 @@ def test_serve_names_a_store_it_cannot_use_in_one_line(tmp_path: Path) -> None:
     assert done.exit_code == 2
     assert "is not an SQLite database" in done.output
     assert not isinstance(done.exception, SystemExit) or done.exception.code == 2
+
+
+PAGE = "<html><body><p>The river rose overnight and the bridge was closed.</p></body></html>"
+GOLD = "The river rose overnight and the bridge was closed."
+
+
+def _delete(run_id: str, store: Path, *flags: str) -> str:
+    done = CliRunner().invoke(cli_app, ["runs", "delete", run_id, *flags, "--store", str(store)])
+    assert done.exit_code == 0, done.output
+    return done.output
+
+
+def test_runs_delete_removes_the_upload_of_a_run_posted_to_the_api(tmp_path: Path) -> None:
+    """An archive posted to `serve` is unpacked into a folder of its run; `runs delete`
+    removes it as DELETE /runs/{id} does, and nothing of another run."""
+    store, uploads, out = tmp_path / "runs.sqlite", tmp_path / "uploads", tmp_path / "out"
+    config = RunConfig(store=store, output_folder=out, services=["bte"], retries=0,
+                       urls={"bte": "http://127.0.0.1:9"})  # each page an error, at once
+    archive = tar_bytes([("set/html/p1.html", PAGE.encode()),
+                         ("set/content/p1.txt", GOLD.encode())])
+    with TestClient(create_app(ApiSettings(resume=False, uploads=uploads), config)) as client:
+        ids = []
+        for _ in range(2):
+            reply = client.post("/runs", files={"archive": ("set.tar.gz", archive,
+                                                            "application/octet-stream")})
+            assert reply.status_code == 202, reply.text
+            ids.append(reply.json()["id"])
+        deadline = time.monotonic() + 60
+        while {client.get(f"/runs/{i}").json()["status"] for i in ids} != {"finished"}:
+            assert time.monotonic() < deadline, [client.get(f"/runs/{i}").json() for i in ids]
+            time.sleep(0.1)
+    deleted, other = ids
+    assert (uploads / deleted / "set" / "html" / "p1.html").is_file()
+    assert (out / deleted).is_dir()
+    _delete(deleted, store)
+    assert not (uploads / deleted).exists()
+    assert not (out / deleted).exists()
+    assert (uploads / other / "set" / "html" / "p1.html").is_file()
+    assert (out / other).is_dir()
+    runs = Store(store)
+    assert [r.id for r in runs.runs()] == [other]
+    runs.close()
+    assert "its outputs stay in" in _delete(other, store, "--keep-outputs")
+    assert not (uploads / other).exists()  # the upload goes; the outputs were asked to stay
+    assert (out / other).is_dir()
+
+
+def test_deleting_a_run_removes_no_folder_it_does_not_own(tmp_path: Path) -> None:
+    """Only a folder named after the run is its upload: a stored spec that says a test
+    set in a shared folder is the run's own has that folder kept."""
+    shared = write_test_set(tmp_path / "datasets" / "set", {"p1": (PAGE, GOLD)})
+    store = Store(tmp_path / "runs.sqlite")
+    spec = RunSpec(datasets=[], services=["bte"], output_folder=str(tmp_path / "out"))
+    source = folder_source("set", shared / "html", shared / "content", None,
+                           roots=[shared.parent], owned=True)
+    run_id = create_run(store, spec, [source])
+    store.close()
+    (tmp_path / "out" / run_id).mkdir(parents=True)
+    _delete(run_id, tmp_path / "runs.sqlite")
+    assert (shared / "html" / "p1.html").is_file()
+    assert not (tmp_path / "out" / run_id).exists()

@@ -1,4 +1,5 @@
-"""The SQLite store: one transaction per page result, no duplicates, resume after a kill."""
+"""The SQLite store: one transaction per page result, no duplicates, resume after a kill;
+a store that cannot be used is one line in the CLI, and 503 or 507 from the API."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
+import httpx
 import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
+from orchestrator.api import ApiSettings, create_app
+from orchestrator.config import RunConfig
 from orchestrator.models import Counts, PageResult, PageScores, RunInfo
 from orchestrator.store import Store, StoreError
 from orchestrator.testsets import LabelledPage
@@ -310,3 +316,101 @@ def test_a_checkpoint_cut_by_a_full_disk_is_not_taken_for_a_cut_store(tmp_path: 
     assert len(store.runs()) == 41
     assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     store.close()
+
+
+def _api(store: Path) -> FastAPI:
+    """The API on `store`; its one service has an address given (nothing is asked
+    there before a run is recorded)."""
+    config = RunConfig(store=store, output_folder=store.parent / "out", services=["bte"],
+                       urls={"bte": "http://127.0.0.1:9"})
+    return create_app(ApiSettings(resume=False), config)
+
+
+def _post_run(client: TestClient, html: str = "<p>a page</p>") -> httpx.Response:
+    """POST /runs of one page, refused: its reply, an ErrorReply."""
+    reply = client.post("/runs", json={"pages": [{"id": "p", "html": html, "gold": "x"}]})
+    assert set(reply.json()) == {"error", "detail"}, reply.text
+    return reply
+
+
+def _api_store(app: FastAPI) -> Store:
+    store: Store = app.state.api.store
+    return store
+
+
+def test_the_api_answers_a_full_disk_with_507_and_keeps_what_was_recorded(
+        tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    app = _api(path)
+    with TestClient(app) as client:
+        db = _api_store(app)._db
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {pages}")  # the disk fills
+        reply = _post_run(client, "<p>" + "x" * 200_000 + "</p>")
+        db.execute("PRAGMA max_page_count = 1000000")
+        runs = client.get("/runs").json()["runs"]
+    assert reply.status_code == 507, reply.text
+    assert reply.json()["error"] == "store_full"
+    assert f"the store {path} cannot be written: the disk is full" in reply.json()["detail"]
+    assert runs == []  # the write rolled back whole
+
+
+def test_the_api_answers_a_store_it_cannot_use_with_503(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    damaged = tmp_path / "damaged.sqlite"
+    store_of_runs(damaged, 50)
+    with damaged.open("r+b") as handle:  # the header is whole, a page of the tables is not
+        handle.seek(4096)
+        handle.write(b"\xff" * 4096)
+    with TestClient(_api(damaged)) as client:
+        reply = client.get("/runs")
+    assert reply.status_code == 503, reply.text
+    assert reply.json() == {"error": "store_unavailable", "detail": reply.json()["detail"]}
+    assert f"the store {damaged} is damaged" in reply.json()["detail"]
+
+    read_only = tmp_path / "read-only.sqlite"
+    app = _api(read_only)
+    with TestClient(app) as client:
+        _api_store(app)._db.execute("PRAGMA query_only = ON")  # as a read-only file is
+        reply = _post_run(client)
+    assert reply.status_code == 503, reply.text
+    assert reply.json()["error"] == "store_unavailable"
+    assert f"the store {read_only} cannot be written" in reply.json()["detail"]
+
+    monkeypatch.setattr("orchestrator.store.LOCK_WAIT_S", 0.3)
+    locked = tmp_path / "locked.sqlite"
+    app = _api(locked)
+    with TestClient(app) as client:
+        holder = sqlite3.connect(locked, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")  # another process writing, past the wait
+        try:
+            reply = _post_run(client)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+    assert reply.status_code == 503, reply.text
+    assert reply.json()["error"] == "store_locked"
+    assert reply.headers["retry-after"].isdigit()
+    assert "locked by another process" in reply.json()["detail"]
+
+
+def test_a_store_error_says_what_is_wrong(tmp_path: Path) -> None:
+    """The API answers by `problem`: each way a store fails names its own."""
+    store = _new(tmp_path / "store.sqlite")
+    store._db.execute("PRAGMA query_only = ON")
+    with pytest.raises(StoreError) as raised:
+        store.add_result(_result("p1"))
+    assert raised.value.problem == "read_only"
+    store.close()
+    newer = tmp_path / "newer.sqlite"
+    _new(newer).close()
+    db = sqlite3.connect(newer)
+    db.execute("PRAGMA user_version = 2")
+    db.close()
+    with pytest.raises(StoreError) as raised:
+        Store(newer)
+    assert raised.value.problem == "newer"
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    with pytest.raises(StoreError) as raised:
+        Store(tmp_path / "empty.sqlite")
+    assert raised.value.problem == "damaged"

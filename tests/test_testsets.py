@@ -12,6 +12,7 @@ import json
 import os
 import tarfile
 import tempfile
+import unicodedata
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,6 +135,72 @@ def test_pairing_reports_duplicate_ids() -> None:
     pairing = pair_files(["x.html", "x.htm"], ["x.txt"])
     assert pairing.ids == ["x"]
     assert any("same id" in w for w in pairing.warnings)
+
+
+CAFE_NFC = unicodedata.normalize("NFC", "café")
+CAFE_NFD = unicodedata.normalize("NFD", "café")  # as macOS writes file names
+
+
+def _names_kept_as_written(folder: Path) -> bool:
+    """Whether the file system keeps a name's normal form (not one that normalises)."""
+    (folder / CAFE_NFD).touch()
+    kept = CAFE_NFD in os.listdir(folder)
+    (folder / CAFE_NFD).unlink()
+    return kept
+
+
+def test_names_in_nfd_and_nfc_pair_under_one_nfc_id(tmp_path: Path) -> None:
+    """The html name in NFC, the gold and feed names in NFD: one page, its id in NFC,
+    each file read from its own name."""
+    for folder in ("html", "content", "feeds"):
+        (tmp_path / folder).mkdir()
+    if not _names_kept_as_written(tmp_path):
+        pytest.skip("this file system normalises names")
+    (tmp_path / "html" / f"{CAFE_NFC}.html").write_bytes(PAGE)
+    (tmp_path / "content" / f"{CAFE_NFD}.txt").write_text("Hello world", encoding="utf-8")
+    (tmp_path / "feeds" / f"{CAFE_NFD}.xml").write_text("<rss/>", encoding="utf-8")
+    dataset = open_dataset_dir(tmp_path, "mine")
+    assert dataset.warnings == []
+    assert dataset.ids == [CAFE_NFC]
+    page = dataset.page(CAFE_NFC)
+    assert (page.id, page.html, page.gold, page.feed) == (CAFE_NFC, PAGE, "Hello world",
+                                                          "<rss/>")
+
+
+def test_two_names_that_differ_only_in_normal_form_are_told_apart(tmp_path: Path) -> None:
+    """Two files of one id print alike: the warning spells both out and names the one
+    ignored, and the page is read from the other."""
+    for folder in ("html", "content"):
+        (tmp_path / folder).mkdir()
+    if not _names_kept_as_written(tmp_path):
+        pytest.skip("this file system normalises names")
+    (tmp_path / "html" / f"{CAFE_NFC}.html").write_bytes(b"<p>the NFC file</p>")
+    (tmp_path / "html" / f"{CAFE_NFD}.html").write_bytes(b"<p>the NFD file</p>")
+    (tmp_path / "content" / f"{CAFE_NFC}.txt").write_text("gold", encoding="utf-8")
+    dataset = open_dataset_dir(tmp_path, "mine")
+    assert dataset.ids == [CAFE_NFC]
+    (warning,) = dataset.warnings
+    assert warning == (f"mine: html/{CAFE_NFC}.html: same id as html/{CAFE_NFD}.html, the "
+                       "same name in another Unicode normal form ('caf\\xe9.html' is NFC, "
+                       "'cafe\\u0301.html' NFD); ignored")
+    assert dataset.page(CAFE_NFC).html == b"<p>the NFD file</p>"
+
+
+def test_an_archive_pairs_names_in_nfd_and_nfc() -> None:
+    data = zip_bytes({f"set/html/{CAFE_NFC}.html": PAGE,
+                      f"set/content/{CAFE_NFD}.txt": b"Hello world"})
+    (dataset,) = datasets_from_archive(data)
+    assert (dataset.ids, dataset.warnings) == ([CAFE_NFC], [])
+    assert dataset.page(CAFE_NFC).gold == "Hello world"
+
+
+def test_json_page_ids_that_differ_only_in_normal_form_are_refused() -> None:
+    """Prediction files name pages in NFC: the two pages would get one text."""
+    pages = [{"id": page_id, "html": "<p>x</p>", "gold": "x"} for page_id in (CAFE_NFC,
+                                                                              CAFE_NFD)]
+    with pytest.raises(DatasetError, match=r"'caf\\xe9' and 'cafe\\u0301' differ only in "
+                                           "Unicode normal form"):
+        DatasetIn.model_validate({"pages": pages}).dataset()
 
 
 def test_missing_folder_is_an_error(tmp_path: Path) -> None:

@@ -65,6 +65,7 @@ from shared.training import (
     require_usable,
     rule_scores,
     rules,
+    training_digests,
     unit_labels,
     word_f1,
 )
@@ -352,6 +353,7 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameter
         "members_alone": single_service_f1(pages, (*members, *LEARNED_MEMBERS)),
         "datasets": [{"name": d.name, "pages": sum(p.dataset == d.name for p in pages)}
                      for d in datasets],
+        **training_digests(datasets, ((p.dataset, p.page_id) for p in pages)),
         "hyperparameters": asdict(hp),
         "learned_members": "left out of the features (their shipped models were fitted on "
                            "these datasets): " + ", ".join(LEARNED_MEMBERS),

@@ -1,0 +1,142 @@
+"""In-sample flags match a run's test pages to a learned model's training pages by the
+digests of their HTML bytes, not by the test set's name (orchestrator.insample)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import insample
+from orchestrator.models import Counts, PageResult, PageScores
+from orchestrator.report import table_rows
+from orchestrator.runner import RunSpec, create_run, folder_source, open_source, run_summary
+from orchestrator.statistics import ALL_DATASETS, Summary, summarize
+from orchestrator.store import Store
+from orchestrator.testsets import Dataset, open_dataset_file
+from shared.decoding import decode_html
+from shared.modelfile import PAGE_DIGESTS, page_digest
+from tests.helpers import write_test_set
+
+LEARNED = ("fusion", "density", "ensemble")
+OWN = {f"own-{i}": (f"<html><body><p>A page of our own, number {i}.</p></body></html>",
+                    f"A page of our own, number {i}.") for i in range(2)}
+
+
+def scored(row: str, dataset: str, page_id: str) -> PageResult:
+    counts = Counts(tp=1, fp=0, fn=0, tn=0)
+    return PageResult(run_id="r", dataset=dataset, page_id=page_id, service=row, status="ok",
+                      scores=PageScores(word=counts, word_bag=counts))
+
+
+def run(tmp_path: Path, services: Sequence[str], folders: Sequence[Path],
+        memory: Sequence[Dataset] = (), options: dict[str, dict[str, Any]] | None = None
+        ) -> Summary:
+    """A run created on the test sets as the CLI and the API create one, every row
+    scoring every page, summarised as its tables are."""
+    store = Store(tmp_path / "store.sqlite")
+    spec = RunSpec(datasets=[], services=list(services), options=options or {})
+    run_id = create_run(store, spec, [folder_source(f.name, f / "html", f / "content", None)
+                                      for f in folders], memory)
+    spec = RunSpec.model_validate(store.spec(run_id))
+    sets = [open_source(source, store, run_id) for source in spec.datasets]
+    return run_summary([scored(row, d.name, page_id) for d in sets for page_id in d.ids
+                        for row in spec.rows], spec)
+
+
+def flags(summary: Summary) -> dict[tuple[str, str], str]:
+    header, rows = table_rows(summary)
+    row, dataset, flag = (header.index(h) for h in ("row", "dataset", "flags"))
+    return {(cells[row], cells[dataset]): cells[flag] for cells in rows}
+
+
+def copy_pages(source: Path, ids: Sequence[str], target: Path, own: bool = True) -> Path:
+    """A test set of the pages `ids` of `source` (and, with `own`, OWN)."""
+    write_test_set(target, OWN if own else {})
+    for page_id in ids:
+        shutil.copy(source / "html" / f"{page_id}.html", target / "html")
+        shutil.copy(source / "content" / f"{page_id}.txt", target / "content")
+    return target
+
+
+@pytest.mark.dataset
+def test_a_renamed_subset_of_a_training_set_is_in_sample_on_its_training_pages(
+        cleaneval: Path, tmp_path: Path) -> None:
+    """Three cleaneval pages among pages of our own, under another name: the learned rows
+    are in-sample on those three. A JSON test set's page matches when its text is the
+    training file's UTF-8; one decoded from another encoding is not recognised."""
+    sample = copy_pages(cleaneval, ["dev-10", "dev-11", "dev-12"], tmp_path / "ce-sample")
+    seen = copy_pages(cleaneval, ["dev-13", "dev-14"], tmp_path / "seen", own=False)
+    utf8 = (cleaneval / "html" / "dev-16.html").read_bytes()
+    latin = (cleaneval / "html" / "dev-1.html").read_bytes()
+    with pytest.raises(UnicodeDecodeError):
+        latin.decode("utf-8")
+    pages = [{"id": "utf8", "html": utf8.decode("utf-8"), "gold": "gold"},
+             {"id": "latin", "html": decode_html(latin), "gold": "gold"}]
+    (tmp_path / "mine.json").write_text(json.dumps(pages), encoding="utf-8")
+    memory = open_dataset_file(tmp_path / "mine.json")
+
+    rows = [*LEARNED, "density@fixed", "readability"]
+    summary = run(tmp_path, rows, [sample, seen], memory,
+                  {"density@fixed": {"threshold": "fixed"}})
+    for service in LEARNED:
+        counts = {d: summary.get(service, d).in_sample_pages
+                  for d in ("ce-sample", "seen", "mine", ALL_DATASETS)}
+        assert counts == {"ce-sample": 3, "seen": 2, "mine": 1, ALL_DATASETS: 6}, service
+    for row in ("density@fixed", "readability"):
+        assert not any(r.in_sample for r in summary.services if r.service == row)
+    shown = flags(summary)
+    assert shown["fusion", "ce-sample"] == "in-sample (3 of 5 pages)"
+    assert shown["ensemble", "seen"] == "in-sample"
+    assert shown["density", "mine"] == "in-sample (1 of 2 pages)"
+    assert shown["fusion", ALL_DATASETS] == "in-sample (6 of 9 pages)"
+    assert shown["readability", "ce-sample"] == ""
+
+
+def test_a_set_named_like_a_training_set_is_not_in_sample(tmp_path: Path) -> None:
+    """Pages of our own in folders named chaos and cleaneval were never trained on."""
+    folders = [write_test_set(tmp_path / name, OWN) for name in ("chaos", "cleaneval")]
+    summary = run(tmp_path, LEARNED, folders)
+    assert [(r.service, r.dataset) for r in summary.services if r.in_sample] == []
+    assert set(flags(summary).values()) == {""}
+
+
+def test_a_model_file_without_digests_falls_back_to_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An older model file lists no pages: every page of a test set named as one it was
+    trained on counts. Beside it, a file with digests matches by content alone; a run
+    recorded before pages were matched goes by names for both."""
+    trained = "<html><body><p>The one page the new model saw.</p></body></html>"
+    model = tmp_path / "services" / "fusion" / "model"
+    model.mkdir(parents=True)
+    (model / "new.json").write_text(json.dumps({"metadata": {
+        "trained_on": ["set-a"], PAGE_DIGESTS: [page_digest(trained.encode())]}}))
+    (model / "old.json").write_text(json.dumps({"metadata": {"datasets": [{"name": "set-b"}]}}))
+    monkeypatch.setattr(insample, "SERVICES_DIR", tmp_path / "services")
+    folders = [write_test_set(tmp_path / "sets" / name, OWN) for name in ("set-a", "set-b")]
+    copy = write_test_set(tmp_path / "sets" / "copy", {**OWN, "seen": (trained, "words")})
+
+    summary = run(tmp_path, ["fusion"], [*folders, copy])
+    counts = {r.dataset: r.in_sample_pages for r in summary.services}
+    assert counts == {"set-a": 0, "set-b": 2, "copy": 1, ALL_DATASETS: 3}
+    results = [scored("fusion", "set-a", "p"), scored("fusion", "set-b", "p")]
+    by_name = summarize(results)
+    assert by_name.get("fusion", "set-a").in_sample
+    assert by_name.get("fusion", "set-b").in_sample
+
+
+@pytest.mark.dataset
+@pytest.mark.parametrize("service", LEARNED)
+def test_a_shipped_model_lists_every_page_it_was_trained_on(
+        service: str, four_datasets: list[Path]) -> None:
+    """The four development datasets' pages, each once (two chaos pages are the same
+    file), by the digest of their HTML bytes."""
+    data = json.loads(next((insample.SERVICES_DIR / service / "model").glob("*.json"))
+                      .read_text(encoding="utf-8"))
+    pages = {page_digest(path.read_bytes())
+             for folder in four_datasets for path in (folder / "html").glob("*.html")}
+    assert data["metadata"][PAGE_DIGESTS] == sorted(pages)
