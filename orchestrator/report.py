@@ -146,20 +146,17 @@ def _flags(row: ServiceSummary) -> str:
 
 def table_rows(summary: Summary) -> tuple[list[str], list[list[str]]]:
     """The results table as text cells: one row per service (or prediction file) and
-    dataset, numbered in the order of the summary (statistics.ranked orders it)."""
+    dataset, in the order of the summary with its rank (statistics.ranked)."""
     header = ["#", "row", "dataset", "flags", "pages", "errors", "skipped", "word P",
               "word R", "word F1 (95% CI)", "micro F1", "bag F1", "shingle F1 ± sd",
               "shingle P", "shingle R", "exact", "ROUGE-LSum"]
     rows = []
-    rank, dataset = 0, None
     for row in summary.services:
-        rank = rank + 1 if row.dataset == dataset else 1
-        dataset = row.dataset
         word, bag = _level(row, "word"), _level(row, "word_bag")
         shingle = row.shingle
         rows.append([
-            str(rank), row.service, row.dataset, _flags(row), str(row.pages), str(row.errors),
-            str(row.skipped),
+            "–" if row.rank is None else str(row.rank), row.service, row.dataset,
+            _flags(row), str(row.pages), str(row.errors), str(row.skipped),
             _fmt(word.macro["precision"].mean) if word else "–",
             _fmt(word.macro["recall"].mean) if word else "–",
             _mean_ci(word.macro["f1"]) if word else "–",
@@ -375,10 +372,11 @@ def markdown_summary(run: RunInfo, summary: Summary) -> str:
              "metric (4-token shingles; F1 of the precision and recall means, ± the bootstrap "
              "standard deviation; exact: share of pages whose tokens equal the gold's). "
              "ROUGE-LSum: per-page mean F1, `(n of m pages)` where pages too long for it are "
-             "left out. Errors count as empty output; skipped pages are "
-             "left out. Flags: `file` a prediction file; `in-sample` a model scored on the "
-             "pages it was trained on (matched by their HTML bytes), `(n of m pages)` where "
-             "only some of the row's pages are.",
+             "left out. Errors count as empty output; skipped pages are left out, and a row "
+             "that skipped pages others scored is not ranked (`–`). Flags: `file` a "
+             "prediction file; `in-sample` a model scored on the pages it was trained on "
+             "(matched by their HTML bytes), `(n of m pages)` where only some of the row's "
+             "pages are.",
              "", *_md_table(header, rows)]
     detail_header, details = detail_rows(summary)
     lines += ["", "## Details", "", *_md_table(detail_header, details)]
@@ -740,7 +738,8 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult],
         "are left out. Flags: <i>file</i> a prediction file, <i>in-sample</i> "
         "a model scored on the pages it was trained on (matched by their HTML bytes), "
         "<i>(n of m pages)</i> where only some of the row's pages are. Errors count as "
-        "empty output; skipped pages are left out.</p>",
+        "empty output; skipped pages are left out, and a row that skipped pages others "
+        "scored is not ranked (–).</p>",
         _html_table(header, rows, "results-table"),
         "<h2>Plots</h2>", *_plots(summary, results).values(),
         "<h2>Details</h2>", _html_table(detail_header, details, "details-table"),

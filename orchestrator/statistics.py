@@ -102,6 +102,10 @@ class ServiceSummary(BaseModel):
     """ROUGE-LSum F1 per page: mean, spread and bootstrap-t interval."""
     error_reasons: dict[str, int] = Field(default_factory=dict)
     """Errors and skips by reason (the reason's first part), most frequent first."""
+    rank: int | None = None
+    """Place among the dataset's rows, best first (`ranked`); None for a row without
+    the figure, or one that skipped pages the dataset's best-covered rows scored: its
+    means are over other pages, so they do not compare."""
 
 
 class PairwiseTest(BaseModel):
@@ -446,15 +450,30 @@ def rank_value(row: ServiceSummary, key: str) -> float | None:
 
 def ranked(summary: Summary, key: str = "f1") -> Summary:
     """The summary with its rows ordered by dataset (pooled last), then best first by
-    `key`; rows without that figure go last, by name."""
+    `key`, each with its `rank`. Only rows scored on as many pages as the dataset's
+    best-covered row are ranked: one that skipped pages (rss where a page has no feed)
+    has means over fewer, often easier, pages. Unranked rows follow, best first, and
+    rows without the figure go last, by name."""
     if key not in RANK_KEYS:
         raise KeyError(f"unknown ranking {key!r}; known: {', '.join(RANK_KEYS)}")
     order = {d: i for i, d in enumerate(sorted({r.dataset for r in summary.services}
                                                - {ALL_DATASETS}))}
+    most_scored: dict[str, int] = {}
+    for row in summary.services:
+        most_scored[row.dataset] = max(most_scored.get(row.dataset, 0),
+                                       row.pages - row.skipped)
 
-    def sort_key(row: ServiceSummary) -> tuple[int, int, float, str]:
+    def sort_key(row: ServiceSummary) -> tuple[int, int, bool, float, str]:
         value = rank_value(row, key)
-        return (order.get(row.dataset, len(order)), value is None, -(value or 0.0),
+        return (order.get(row.dataset, len(order)), value is None,
+                row.pages - row.skipped < most_scored[row.dataset], -(value or 0.0),
                 row.service)
 
-    return summary.model_copy(update={"services": sorted(summary.services, key=sort_key)})
+    rows, places = [], dict.fromkeys(most_scored, 0)
+    for row in sorted(summary.services, key=sort_key):
+        rank = None
+        if rank_value(row, key) is not None and row.pages - row.skipped == most_scored[
+                row.dataset]:
+            rank = places[row.dataset] = places[row.dataset] + 1
+        rows.append(row.model_copy(update={"rank": rank}))
+    return summary.model_copy(update={"services": rows})

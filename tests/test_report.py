@@ -253,10 +253,10 @@ def test_report_renders_in_headless_chromium(
     assert rendered.count('class="box"') == len(SERVICES) * len(DATASETS)
 
     shot = tmp_path / "report.png"
-    _run_chromium([f"--screenshot={shot}", "--window-size=1280,2000", report.as_uri()],
+    _run_chromium([f"--screenshot={shot}", "--window-size=1280,2400", report.as_uri()],
                   tmp_path / "profile-shot")
     pixels = _png_pixels(shot.read_bytes())[:, :, :3]
-    assert pixels.shape[:2] == (2000, 1280)
+    assert pixels.shape[:2] == (2400, 1280)
     colours = {tuple(int(v) for v in px) for px in pixels.reshape(-1, 3)[::7]}
     assert len(colours) > 50  # text, table, plots: far from a blank page
     # the bars of the first three services are drawn in their palette colours

@@ -10,6 +10,7 @@ from scipy import stats
 
 import orchestrator.statistics as statistics
 from orchestrator.models import Counts, PageResult, PageScores
+from orchestrator.report import table_rows
 from orchestrator.statistics import (
     ALL_DATASETS,
     BOOTSTRAP_RESAMPLES,
@@ -282,9 +283,10 @@ def test_rows_rank_best_first_by_the_chosen_figure_and_files_are_never_in_sample
         results.append(result("narrow", page, counts_with_f1(6, 0, 4)))  # precision 1, recall .6
         results.append(result("fusion", page, counts_with_f1(8, 1, 1), dataset="scrapinghub"))
     results.append(result("wide", "p3", None, status="error"))
+    results.append(result("narrow", "p3", None, status="error"))
     summary = summarize(results, files={"narrow"})
     by_f1 = [r.service for r in statistics.ranked(summary, "f1").services if r.dataset == "d"]
-    assert by_f1 == ["narrow", "wide"]  # F1 0.75 against 0.667
+    assert by_f1 == ["narrow", "wide"]  # F1 (0.75 + 0.75 + 0) / 3 against (0.667 + 0.667 + 0) / 3
     assert statistics.rank_value(summary.get("wide", "d"), "rouge_lsum") is None
     assert summary.get("narrow", "d").source == "file"
     assert summary.get("fusion", "scrapinghub").in_sample  # its model was trained there
@@ -351,3 +353,20 @@ def test_a_runs_summary_knows_each_rows_options() -> None:
     summary = run_summary(results, spec)
     assert summary.get("density", "scrapinghub").in_sample
     assert not summary.get("density@fixed", "scrapinghub").in_sample
+
+
+def test_a_row_that_skipped_pages_others_scored_is_listed_but_not_ranked() -> None:
+    """A feed matcher that answers 1 of 3 pages perfectly has the best mean, over one
+    page: it follows the rows scored on all three, without a rank."""
+    results = [result("feeds", "p1", counts_with_f1(9, 0, 0)),
+               result("feeds", "p2", None, status="skipped"),
+               result("feeds", "p3", None, status="skipped")]
+    for page in ("p1", "p2", "p3"):
+        results.append(result("good", page, counts_with_f1(8, 1, 1)))
+        results.append(result("poor", page, counts_with_f1(5, 5, 5)))
+    rows = statistics.ranked(summarize(results)).services
+    assert [(r.service, r.rank) for r in rows if r.dataset == "d"] == [
+        ("good", 1), ("poor", 2), ("feeds", None)]
+    _, cells = table_rows(statistics.ranked(summarize(results)))
+    assert [(c[0], c[1]) for c in cells if c[2] == "d"] == [
+        ("1", "good"), ("2", "poor"), ("–", "feeds")]
