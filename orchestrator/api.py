@@ -5,7 +5,8 @@
                                "sample", the built-in sample), or "pages": {"name",
                                "pages": [{id, html, gold, feed?}]} or just the list
                                of pages,
-                               "services": [...], "options": {...}}
+                               "services": [...], "options": {...},
+                               "backend": "http" | "embedded" (no services needed)}
                                or multipart: an `archive` file (zip/tar of html/ + content/)
                                with optional `services` (comma list) and `options` (JSON)
     GET  /runs                 every run with its progress counts
@@ -97,6 +98,7 @@ from orchestrator.testsets import (
     unpack_archive,
 )
 from shared.answer import ServiceError, validation_message
+from shared.contract import ErrorReply
 from shared.datasets import datasets_root
 from shared.openapi import document_bodies, install_offline_docs
 from shared.registry import SERVICES, check_row
@@ -170,7 +172,10 @@ class RunRequest(BaseModel):
         "called with its own options (two settings side by side)."))
     options: dict[str, dict[str, Any]] = Field(default_factory=dict, description=(
         "Options per row (a service's name or name@label)."))
-    backend: Literal["http", "embedded"] | None = None
+    backend: Literal["http", "embedded"] | None = Field(None, description=(
+        "`embedded`: the extractors run in worker processes of the server, so no "
+        "service needs to run; `http`: the services are called over HTTP. Default: "
+        "the server's configured mode (`embedded` for mode embedded, else `http`)."))
 
     @field_validator("dataset", mode="before")
     @classmethod
@@ -231,8 +236,16 @@ async def _check_assumed_services(config: RunConfig, spec: RunSpec) -> None:
     try:
         await asyncio.to_thread(check_services, config.assumed_urls(spec), spec.service_token)
     except StackError as exc:
-        raise ServiceError(503, "service_unavailable",
-                           f"{exc}; start it or give its URL in the settings (`urls`)") from None
+        raise ServiceError(503, "service_unavailable", _unavailable_detail(exc)) from None
+
+
+def _unavailable_detail(exc: StackError) -> str:
+    """What a refused run's poster can do, in the names the settings really have (the
+    server takes no --url, and a run may do without services)."""
+    key = f"service.{exc.service or '<name>'}.url"
+    return (f"{exc}; start the service, give the server its URL (`{key}` in the server's "
+            "configuration file, or BOILERBENCH_URLS), or post the run with "
+            '"backend": "embedded" to run the extractors in the server\'s own processes')
 
 
 @dataclass
@@ -334,6 +347,29 @@ def api_state(request: Request) -> ApiState:
 Api = Annotated[ApiState, Depends(api_state)]
 router = APIRouter()
 
+Replies = dict[int | str, dict[str, Any]]
+ERROR_REPLY_REF = "#/components/schemas/ErrorReply"
+
+
+def _errors(*replies: tuple[int, str]) -> Replies:
+    """The error replies an operation really gives, for its OpenAPI entry: each is a
+    JSON ErrorReply (install_error_handlers), whatever raised it, also where the
+    success is HTML (so the content is spelt out: a `model` would take the route's
+    media type). _document_replies puts ErrorReply in the components."""
+    return {status: {"description": description,
+                     "content": {"application/json": {"schema": {"$ref": ERROR_REPLY_REF}}}}
+            for status, description in replies}
+
+
+UNAUTHORIZED = (401, "A token is set (BOILERBENCH_API_TOKEN) and the request has not "
+                     "got it as `Authorization: Bearer <token>`.")
+NO_RUN = (404, "`not_found`: no run of that id.")
+STORE_TROUBLE = ((503, "`store_locked` (with a Retry-After) while another process holds "
+                       "the store; `store_unavailable` when it is damaged, read-only, "
+                       "another program's or of a newer boilerbench."),
+                 (507, "`store_full`: the disk of the store is full."))
+ONE_RUN = _errors(UNAUTHORIZED, NO_RUN, *STORE_TROUBLE)
+
 
 @contextlib.asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -370,7 +406,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         api.opened = None
 
 
-@router.get("/health")
+@router.get("/health", response_description="`{status, running, queued}`: the runs "
+            "executing and waiting (answered without the token).")
 async def health(api: Api) -> Response:
     active = min(len(api.tasks), api.settings.max_running_runs)
     return json_response({"status": "ok", "running": active,
@@ -427,7 +464,23 @@ def _json_request(body: bytes, roots: list[Path]
     return parsed, folders, memory
 
 
-@router.post("/runs")
+@router.post(
+    "/runs", status_code=202,
+    response_description="The run is recorded and waits for a slot: `{id, status: "
+                         "\"pending\", links}`; GET /runs/{id} follows it.",
+    responses=_errors(
+        (400, "`empty_body`, `malformed_json`, or a multipart body that cannot be parsed."),
+        UNAUTHORIZED,
+        (413, "`too_large`: the body passes max_body_bytes."),
+        (415, "`unsupported_media_type`: neither application/json nor multipart/form-data."),
+        (422, "`invalid_request`, `invalid_dataset`, `invalid_options` or "
+              "`invalid_archive`: the detail names what is wrong."),
+        (429, "`too_many_runs`: max_queued_runs runs already wait; try again after the "
+              "Retry-After."),
+        (503, "`service_unavailable`: a service the run would call at an address no "
+              "setting gives is not there (post with `\"backend\": \"embedded\"` to need "
+              "none); or the store cannot be used (`store_locked`, `store_unavailable`)."),
+        STORE_TROUBLE[1]))
 async def post_run(request: Request, api: Api) -> Response:
     api.check_queue()
     body = await read_limited(request.stream(), request.headers.get("content-length"),
@@ -474,19 +527,22 @@ async def post_run(request: Request, api: Api) -> Response:
                                     "report": f"/runs/{run_id}/report"}}, 202)
 
 
-@router.get("/runs")
+@router.get("/runs", response_description="`{runs: [...]}`: every run with its "
+            "progress counts.", responses=_errors(UNAUTHORIZED, *STORE_TROUBLE))
 async def list_runs(api: Api) -> Response:
     return json_response({"runs": [api.run_info(info.id) for info in api.store.runs()]})
 
 
-@router.get("/runs/{run_id}")
+@router.get("/runs/{run_id}", responses=ONE_RUN,
+            response_description="The run's status, progress per service and warnings.")
 async def get_run(run_id: str, api: Api) -> Response:
     info = api.run_info(run_id)
     return json_response({**info, "per_service": api.store.service_counts(run_id),
                           **api.store.details(run_id)})
 
 
-@router.get("/runs/{run_id}/results")
+@router.get("/runs/{run_id}/results", responses=ONE_RUN,
+            response_description="The figures of the results so far, and the pages' errors.")
 async def get_results(run_id: str, api: Api) -> Response:
     info = api.run_info(run_id)
     results = api.store.results(run_id)
@@ -498,7 +554,9 @@ async def get_results(run_id: str, api: Api) -> Response:
                           "errors": errors, **api.store.details(run_id)})
 
 
-@router.delete("/runs/{run_id}")
+@router.delete("/runs/{run_id}", responses=ONE_RUN,
+               response_description="`{id, deleted: true, status}`: the run, cancelled "
+                                    "first if it was unfinished, is gone with its files.")
 async def delete_run(run_id: str, api: Api) -> Response:
     status = api.run_info(run_id)["status"]
     if status in UNFINISHED:
@@ -524,7 +582,14 @@ shows text from test sets and services: should any of it ever get through as mar
 the browser still runs no script and loads nothing, on the API's own origin."""
 
 
-@router.get("/runs/{run_id}/report")
+@router.get("/runs/{run_id}/report", response_class=HTMLResponse,
+            response_description="report.html of the finished run.",
+            responses=_errors(
+                UNAUTHORIZED,
+                (404, "`not_found`: no run of that id; `report_missing`: the run is "
+                      "finished but its report file is gone."),
+                (409, "`not_finished`: the report comes when the run has finished."),
+                *STORE_TROUBLE))
 async def get_report(run_id: str, api: Api) -> Response:
     info = api.run_info(run_id)
     spec = api.spec(run_id)
@@ -538,7 +603,16 @@ async def get_report(run_id: str, api: Api) -> Response:
     return HTMLResponse(path.read_text(encoding="utf-8"), headers=REPORT_HEADERS)
 
 
-@router.get("/runs/{run_id}/pages/{page_id}")
+@router.get("/runs/{run_id}/pages/{page_id}",
+            response_description="The page's gold text and, per row, its extract, scores "
+                                 "and the missed and extra words.",
+            responses=_errors(
+                UNAUTHORIZED,
+                (404, "`not_found`: no such run, or the run has no such page."),
+                (409, "`gold_unavailable`: the page's gold text cannot be read any more."),
+                (422, "`ambiguous_page`: several test sets of the run hold the page id; "
+                      "add ?dataset=NAME."),
+                *STORE_TROUBLE))
 async def get_page(run_id: str, page_id: str, api: Api, dataset: str | None = None
                    ) -> Response:
     api.run_info(run_id)
@@ -602,8 +676,36 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
     app.include_router(router)
     document_bodies(app, {("/runs", "post"): {"application/json": RunRequest,
                                               "multipart/form-data": ARCHIVE_FORM}})
+    _document_replies(app)
     install_offline_docs(app)
     return app
+
+
+def _document_replies(app: FastAPI) -> None:
+    """Put ErrorReply, which the routes' error replies name (_errors), into the
+    document's components, and drop the 422 `HTTPValidationError` FastAPI lists for
+    every route with parameters and none declared: the parameters here are plain
+    strings that never fail validation, and a 422 of this API is an ErrorReply."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        document = generate()
+        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+        schemas.setdefault("ErrorReply", ErrorReply.model_json_schema())
+        framework = "#/components/schemas/HTTPValidationError"
+        for operations in document.get("paths", {}).values():
+            for operation in operations.values():
+                replies = operation.get("responses", {})
+                schema = replies.get("422", {}).get("content", {}) \
+                    .get("application/json", {}).get("schema", {})
+                if schema.get("$ref") == framework:
+                    del replies["422"]
+        if framework not in orjson.dumps(document.get("paths", {})).decode():
+            for name in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(name, None)
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def app_factory() -> FastAPI:

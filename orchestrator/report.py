@@ -817,7 +817,13 @@ def write_exports(out_dir: Path, summary: Summary, results: Sequence[PageResult]
              "details": (*detail_rows(summary), "Block F1, time, error reasons and empty answers"),
              "pairwise": (*pairwise_rows(summary), "Pairwise Wilcoxon signed-rank tests")}
     for dataset, header, rows in significance_matrices(summary):
-        stem = "significance-" + "".join(c if c.isalnum() else "_" for c in dataset)
+        base = "significance-" + "".join(c if c.isalnum() else "_" for c in dataset)
+        # `a-b` and `a.b` (or `A` and `a`, on a file system that ignores case) would
+        # share a file: the later set gets a number
+        stem, n = base, 1
+        while stem.casefold() in {name.casefold() for name in named}:
+            n += 1
+            stem = f"{base}-{n}"
         named[stem] = (header, rows, f"Significance on {dataset} (+ better, - worse, "
                        "= no significant difference; Holm-corrected Wilcoxon, p < 0.05)")
     paths: dict[str, Path] = {}

@@ -19,6 +19,7 @@ archive library itself.
 from __future__ import annotations
 
 import asyncio
+import errno
 import gzip
 import io
 import json
@@ -167,6 +168,17 @@ def readable_name(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
+def _unresolved(path: Path, exc: OSError | RuntimeError) -> str:
+    """Why a folder entry cannot be followed, in the words its owner would use: a
+    link to a missing target is a broken link, whatever the error says."""
+    if isinstance(exc, RuntimeError) or exc.errno == errno.ELOOP:
+        return "a link in a loop"  # RuntimeError up to Python 3.12, ELOOP after
+    if isinstance(exc, FileNotFoundError):
+        return ("a broken link (its target does not exist)" if path.is_symlink()
+                else "gone since the folder was listed")
+    return f"cannot be read ({exc.strerror or exc})"
+
+
 def open_folder(name: str, html_folder: Path, content_folder: Path,
                 feeds_folder: Path | None = None, roots: Sequence[Path] | None = None
                 ) -> Dataset:
@@ -174,7 +186,8 @@ def open_folder(name: str, html_folder: Path, content_folder: Path,
 
     With `roots`, every file is resolved (links followed) and used only if it lies
     under one of them: a folder of links to elsewhere reads nothing outside. What
-    cannot be a page's file (a sub-folder, a broken link) is named in the warnings."""
+    cannot be a page's file (a sub-folder, a link to one, a broken link, links in a
+    loop) is named in the warnings."""
     if html_folder.parent == content_folder.parent and not html_folder.parent.is_dir():
         raise DatasetError(f"{name}: no such folder: {html_folder.parent}")
     for label, folder in (("html", html_folder), ("content", content_folder)):
@@ -191,15 +204,19 @@ def open_folder(name: str, html_folder: Path, content_folder: Path,
             where = f"{name}: {label}/{shown}"
             try:
                 real = path.resolve(strict=True)
-            except (OSError, RuntimeError):  # a broken link, or links in a loop
-                unusable.append(f"{where}: a link to nothing that can be read; not used")
+            except (OSError, RuntimeError) as exc:
+                unusable.append(f"{where}: {_unresolved(path, exc)}; not used")
                 continue
+            # A link is named as one: the folder a user meets may be its target.
+            link = path.is_symlink()
             if roots is not None and not any(real.is_relative_to(r) for r in roots):
                 unusable.append(f"{where} lies outside the allowed folders; not used")
             elif real.is_dir():
-                unusable.append(f"{where}: a folder; files in sub-folders are not read")
+                what = "a link to a folder" if link else "a folder"
+                unusable.append(f"{where}: {what}; files in sub-folders are not read")
             elif not real.is_file():
-                unusable.append(f"{where}: not a regular file; not used")
+                what = "a link to what is not a regular file" if link else "not a regular file"
+                unusable.append(f"{where}: {what}; not used")
             elif shown in found:
                 unusable.append(f"{where}: its name is not UTF-8 and reads as another "
                                 "file's; not used")

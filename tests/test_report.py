@@ -427,3 +427,18 @@ def test_hostile_labels_stay_text_in_every_report(tmp_path: Path) -> None:
     assert "[blink][link=evil]x" in shown
     assert "\\x1b[2Jclear" in shown
     assert "\x1b[2J" not in console.export_text(styles=True)
+
+
+def test_test_sets_whose_names_make_one_file_name_get_a_table_each(tmp_path: Path) -> None:
+    """`a-b` and `a.b` both become `a_b` in a file name: each set keeps its own
+    significance table."""
+    results = [r.model_copy(update={"dataset": {"alpha": "a-b", "beta": "a.b"}[r.dataset]})
+               for r in make_results()]
+    run = RunInfo(id="run-2", datasets=["a-b", "a.b"], services=list(SERVICES),
+                  status="finished", counts={"total": len(results)})
+    paths = write_outputs(tmp_path, run, results)
+    captions = [re.search(r"\\caption\{Significance on (\S+) ",
+                          paths[name].read_text(encoding="utf-8"))
+                for name in ("significance-a_b.tex", "significance-a_b-2.tex")]
+    assert [c.group(1) if c else None for c in captions] == ["a-b", "a.b"]
+    assert paths["significance-a_b-2.csv"].read_text(encoding="utf-8").startswith(",1,2,3")

@@ -97,9 +97,12 @@ def test_a_folder_reads_the_files_it_paired(tmp_path: Path) -> None:
 
 
 def test_what_a_folder_cannot_use_is_named(tmp_path: Path) -> None:
-    """Sub-folders, broken links and links in a loop are warnings, not passed over
-    (nor a traceback); a name that is not UTF-8 is read, its bytes shown as U+FFFD."""
+    """Sub-folders, links to folders, broken links and links in a loop are warnings,
+    each named as what it is (not passed over, nor a traceback); a name that is not
+    UTF-8 is read, its bytes shown as U+FFFD."""
     (tmp_path / "html" / "sub").mkdir(parents=True)
+    (tmp_path / "html" / "folder.html").symlink_to(tmp_path / "html" / "sub")
+    (tmp_path / "html" / "device.html").symlink_to("/dev/null")
     (tmp_path / "content" / "sub").mkdir(parents=True)
     (tmp_path / "html" / "sub" / "c.html").write_bytes(PAGE)
     (tmp_path / "content" / "sub" / "c.txt").write_text("Hello world")
@@ -116,8 +119,11 @@ def test_what_a_folder_cannot_use_is_named(tmp_path: Path) -> None:
     text = "\n".join(dataset.warnings)
     assert "mine: html/sub: a folder; files in sub-folders are not read" in text
     assert "mine: content/sub: a folder" in text
-    assert "mine: html/gone.html: a link to nothing that can be read" in text
-    assert "mine: html/loop.html: a link to nothing that can be read" in text
+    assert "mine: html/gone.html: a broken link (its target does not exist)" in text
+    assert "mine: html/loop.html: a link in a loop; not used" in text
+    assert ("mine: html/folder.html: a link to a folder; files in sub-folders are not read"
+            in text)
+    assert "mine: html/device.html: a link to what is not a regular file" in text
 
 
 def test_a_file_gone_after_listing_is_a_dataset_error(tmp_path: Path) -> None:
