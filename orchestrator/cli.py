@@ -8,7 +8,10 @@ that need them, so `boilerbench up` or `--help` loads none of them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+from typer.core import TyperOption
 
 from orchestrator import (
     commands_docker,
@@ -18,6 +21,18 @@ from orchestrator import (
     commands_train,
     kubernetes,
 )
+
+_option_type = TyperOption.display_type_rich
+
+
+def _flag_type(option: TyperOption, ctx: Any) -> str | None:
+    """An option's type in the --help table: none for a flag (--json, --help), which
+    takes no value. typer's rich help (0.29) asks every option for its type and shows
+    a flag's as `<bool>`, as if it took one; its plain help leaves flags' out."""
+    return None if option.is_flag else _option_type(option, ctx)
+
+
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign,assignment]
 
 app = typer.Typer(
     name="boilerbench",

@@ -8,12 +8,18 @@ the results table. Where the services come from (see orchestrator/config.py):
   called there instead;
 - `--http`: calls running services (`--url name=URL`, the configuration's
   `service.<name>.url`, else http://127.0.0.1:<registry port>, or the port `boilerbench
-  up --port-base N` gave it with `--port-base N`); a service on such an assumed port
-  is used only once its /info names it;
+  up --port-base N` gave it with `--port-base N`);
 - `--in-process` (`--embedded`): no HTTP; the extractors run in a pool of worker
   processes (`--workers`, default 2).
 
-Without any dataset named, it runs on the sample set shipped in orchestrator/sample.
+A service the run calls over HTTP without starting it (at a URL given, or on an
+assumed port) is used only once its /info names it: before the run is recorded,
+one line says what answers there instead (or that nothing does), and the command
+exits 1, as `extract` refuses another service's reply.
+
+Without any dataset named, it runs on the sample set shipped in orchestrator/sample;
+`--dataset NAME` that is no path from here is the development dataset of that name
+(shared/datasets.py).
 
 `--predictions DIR` adds each `<name>.json` of DIR (extracted texts per page, the
 article-extraction benchmark's layout, orchestrator/predictions.py) as a row scored
@@ -34,18 +40,31 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from orchestrator.config import LEGACY_STORE, ConfigError, RunConfig, load_config
-from orchestrator.launcher import MAX_PORT_BASE, LocalStack, StackError, check_services, free_port
+from orchestrator.config import (
+    LEGACY_STORE,
+    ConfigError,
+    RunConfig,
+    default_store_path,
+    load_config,
+)
+from orchestrator.launcher import (
+    MAX_PORT_BASE,
+    LocalStack,
+    StackError,
+    check_services,
+    free_port,
+    up_command,
+)
 from orchestrator.models import RANK_KEYS
 from orchestrator.service_options import (
     OptionsError,
@@ -73,7 +92,7 @@ out = Console()
 if not out.is_terminal:  # logs and pipes: keep the results table readable
     out = Console(width=200)
 
-
+T = TypeVar("T")
 
 app = typer.Typer()
 datasets_app = typer.Typer(help="Fetch public test sets.", no_args_is_help=True)
@@ -83,7 +102,26 @@ runs_app = typer.Typer(help="Runs recorded in the store.", no_args_is_help=True)
 def _default(field: str) -> Any:
     """A run setting's default, for the help (the configuration file and BOILERBENCH_*
     variables may set another)."""
-    return RunConfig.model_fields[field].default
+    return RunConfig.model_fields[field].get_default(call_default_factory=True)
+
+
+def _store_help() -> str:
+    """--store's help, naming the default store: its folder apart and the home folder as
+    `~`, so that the help's narrow column wraps it rather than cutting it off."""
+    try:
+        default = default_store_path()
+        folder = default.parent
+        if folder.is_relative_to(Path.home()):
+            folder = Path("~") / folder.relative_to(Path.home())
+    except RuntimeError:  # no home folder to be found (Path.home)
+        return "SQLite store of runs (BOILERBENCH_STORE; default: in the user's data folder)."
+    return f"SQLite store of runs (BOILERBENCH_STORE; default {default.name} in {folder})."
+
+
+StoreOption = Annotated[Path | None, typer.Option(help=_store_help())]
+StoreConfigOption = Annotated[Path | None, typer.Option(
+    "--config", exists=True, dir_okay=False,
+    help="A key:value; configuration file: its `store` names the store.")]
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -110,14 +148,18 @@ def run(
     config_file: Annotated[Path | None, typer.Option(
         "--config", exists=True, dir_okay=False, help="A key:value; configuration file.")] = None,
     dataset: Annotated[list[Path] | None, typer.Option(
-        help="A dataset folder (html/, content/, feeds/), a JSON test set or a zip/tar of "
-             "such folders; repeatable. Default: the sample.")
+        help="A dataset folder (html/, content/, feeds/), a JSON test set, a zip/tar of "
+             "such folders, or the name of a folder under BOILERBENCH_DATASETS; "
+             "repeatable; replaces the configuration's test sets. Default: the sample.")
     ] = None,
     services: Annotated[str | None, typer.Option(
-        help="Comma-separated service names; name@label is another row of that service, "
-             "with its own --option.")] = None,
+        help="Comma-separated service names, or all; name@label is another row of that "
+             "service, with its own --option (default "
+             f"{', '.join(_default('services'))}).")] = None,
     output: Annotated[Path | None, typer.Option(
-        "--output", "--out", help="Output folder (a sub-folder per run).")] = None,
+        "--output", "--out",
+        help=f"Output folder, a sub-folder per run (default {_default('output_folder')}).")
+    ] = None,
     url: Annotated[list[str] | None, typer.Option(
         help="name=URL of a running service; repeatable.")] = None,
     url_map: Annotated[str | None, typer.Option(
@@ -143,7 +185,7 @@ def run(
         help=f"Seconds per request (default {_default('timeout_s'):g}).")] = None,
     retries: Annotated[int | None, typer.Option(
         help=f"Retries on connection errors/5xx (default {_default('retries')}).")] = None,
-    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
+    store: StoreOption = None,
     resume: Annotated[str | None, typer.Option(
         help="Resume this unfinished run id (a finished one: print its results).")] = None,
     predictions: Annotated[Path | None, typer.Option(
@@ -233,13 +275,13 @@ def run(
             spec = RunSpec.model_validate(db.spec(run_id))
             finished = info.status == "finished"
             if not finished:
-                _check_assumed_services(spec, config)
+                _check_called_services(spec, config)
         else:
             spec, run_id = _new_run(db, config, rows, rank_by)
             finished = False
-        with _stop_signals_as_ctrl_c():
+        with _stop_signals() as stop:
             results = (_finished_results(db, run_id, spec) if finished
-                       else _execute(db, run_id, spec, config))
+                       else _execute(db, run_id, spec, config, stop))
         warnings = db.details(run_id)["warnings"]
     except StoreError as exc:
         _error(str(exc))
@@ -258,8 +300,10 @@ def score(
         help="The test set the predictions are for (a folder of html/ and content/, a JSON "
              "test set or an archive); repeatable.")],
     output: Annotated[Path | None, typer.Option(
-        "--output", "--out", help="Output folder (a sub-folder per run).")] = None,
-    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
+        "--output", "--out",
+        help=f"Output folder, a sub-folder per run (default {_default('output_folder')}).")
+    ] = None,
+    store: StoreOption = None,
     rank_by: Annotated[str, typer.Option(
         help=f"The figure the tables rank by: {', '.join(RANK_KEYS)}.")] = "f1",
     config_file: Annotated[Path | None, typer.Option(
@@ -282,7 +326,8 @@ def score(
     db = _open_store(config.store_path)
     try:
         spec, run_id = _new_run(db, config, rows, rank_by, services=[])
-        results = _execute(db, run_id, spec, config)
+        with _stop_signals() as stop:
+            results = _execute(db, run_id, spec, config, stop)
         warnings = db.details(run_id)["warnings"]
     except StoreError as exc:
         _error(str(exc))
@@ -340,7 +385,7 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
         sets = [("sample", SAMPLE_DIR / "html", SAMPLE_DIR / "content", SAMPLE_DIR / "feeds")]
     spec = config.run_spec(services=services, predictions=predictions, rank_by=rank_by,
                            local=config.mode == "local")
-    _check_assumed_services(spec, config)
+    _check_called_services(spec, config)
     try:  # now, not after every page is done
         config.output_folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -354,28 +399,61 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
     return RunSpec.model_validate(db.spec(run_id)), run_id
 
 
-@contextlib.contextmanager
-def _stop_signals_as_ctrl_c() -> Iterator[None]:
-    """SIGTERM (`kill`, a container or job stopped) and SIGHUP (its terminal closed,
-    unless nohup ignores it) end the run as Ctrl-C does: the services it started, in
-    sessions of their own that no signal to the run reaches, are stopped, and the
-    resume hint is printed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers belong to the main thread
-        return
+class _StopSignals:
+    """Ctrl-C (SIGINT), SIGTERM (`kill`, a container or job stopped) and SIGHUP (its
+    terminal closed) end a run alike: the services it started, in sessions of their own
+    that no signal to the run reaches, are stopped, and the resume hint is printed.
 
-    def as_ctrl_c(_signum: int, frame: FrameType | None) -> None:
-        # Ctrl-C's own handler: asyncio's while the run's loop runs, which cancels it
-        # cleanly; KeyboardInterrupt where Ctrl-C has none (ignored in a background job).
-        handler = signal.getsignal(signal.SIGINT)
-        if not callable(handler):
+    While the run's event loop runs (run()), the first of them cancels the run's task,
+    so the run ends through its own clean-up (lanes awaited, workers stopped). Raised
+    as KeyboardInterrupt wherever the loop was, it would leave tasks pending and print
+    their tracebacks; asyncio cancels on its own only for Ctrl-C, and not where SIGINT
+    is ignored (a background job of a script). Outside the loop (services starting),
+    and at a second signal, a signal raises KeyboardInterrupt."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None
+        self.stopping = False
+
+    def __call__(self, _signum: int, _frame: FrameType | None) -> None:
+        task = self.task
+        if task is None or task.done() or self.stopping:
             raise KeyboardInterrupt
-        handler(signal.SIGINT, frame)
+        self.stopping = True
+        task.cancel()
+        task.get_loop().call_soon_threadsafe(lambda: None)  # wakes a loop waiting for I/O
 
-    previous = {sig: signal.signal(sig, as_ctrl_c) for sig in (signal.SIGTERM, signal.SIGHUP)
-                if sig != signal.SIGHUP or signal.getsignal(sig) != signal.SIG_IGN}  # nohup
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """`work` to its end in an event loop of its own; KeyboardInterrupt where a
+        signal ended it."""
+        async def main() -> T:
+            self.task = asyncio.current_task()
+            try:
+                return await work
+            finally:
+                self.task = None
+
+        try:
+            return asyncio.run(main())
+        except asyncio.CancelledError:
+            if self.stopping:
+                raise KeyboardInterrupt from None
+            raise
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[_StopSignals]:
+    """_StopSignals handling SIGINT, SIGTERM and SIGHUP meanwhile; a signal ignored
+    (SIGHUP under nohup, SIGINT in a background job) stays ignored."""
+    stop = _StopSignals()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop  # signal handlers belong to the main thread
+        return
+    previous = {sig: signal.signal(sig, stop)
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(sig) != signal.SIG_IGN}
     try:
-        yield
+        yield stop
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -386,20 +464,34 @@ def _local(spec: RunSpec, config: RunConfig) -> bool:
     return spec.local or config.mode == "local"
 
 
-def _check_assumed_services(spec: RunSpec, config: RunConfig) -> None:
-    """Before calling services over HTTP at addresses nobody gave (a registry port,
-    a --port-base port), make sure each is the service named there (its /info)."""
-    if _local(spec, config):
-        return
+def _check_called_services(spec: RunSpec, config: RunConfig) -> None:
+    """Before a run calls services over HTTP at addresses it does not start them on
+    (--url, the configuration's URLs, a registry or --port-base port), make sure each
+    is the service named there (its /info), as `extract` does: another service's replies
+    would be scored as the one named, and where nothing answers every page would be
+    recorded as an error."""
     try:
-        check_services(config.assumed_urls(spec), spec.service_token)
+        check_services(config.called_urls(spec, _local(spec, config)), spec.service_token)
     except StackError as exc:
-        _error(f"{exc}; start it with `boilerbench up` or give its URL with "
-               f"--url {exc.service}=URL")
+        _error(f"{exc}{_service_hint(exc, config)}")
         raise typer.Exit(1) from None
 
 
-def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[PageResult]:
+def _service_hint(exc: StackError, config: RunConfig) -> str:
+    """What would help after a failed check of a service (for a token the message says)."""
+    name = exc.service or ""
+    if exc.cause == "token":
+        return ""
+    if name in config.urls:
+        return (f"; check the URL given for {name} (--url {name}=URL, the configuration's "
+                f"service.{name}.url or BOILERBENCH_URLS)")
+    start = (f"start it with `{up_command(name, config.port_base)}` or "
+             if exc.cause == "absent" else "")
+    return f"; {start}give its URL with --url {name}=URL"
+
+
+def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig,
+             stop: _StopSignals) -> list[PageResult]:
     from orchestrator.predictions import PredictionsError
     from orchestrator.runner import RunCancelledError, execute_run
     from orchestrator.store import StoreError
@@ -429,7 +521,7 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig) -> list[P
             progress.update(task, advance=1, errors=errors)
 
         try:
-            return asyncio.run(execute_run(db, run_id, advance, urls=urls))
+            return stop.run(execute_run(db, run_id, advance, urls=urls))
         except KeyboardInterrupt:
             console.print(f"[yellow]interrupted; resume with --resume {run_id} --store "
                           f"{config.store_path}", soft_wrap=True)
@@ -511,7 +603,7 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (BOILERBENCH_API_PORT, 8000).")] = None,
     config_file: Annotated[Path | None, typer.Option(
         "--config", exists=True, dir_okay=False, help="Run defaults (key:value; file).")] = None,
-    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
+    store: StoreOption = None,
 ) -> None:
     """Run the orchestrator API (POST /runs, GET /runs/{id}, ...)."""
     from orchestrator.api import ApiSettings, create_app
@@ -537,8 +629,8 @@ def serve(
 
 @runs_app.command("list")
 def runs_list(
-    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
-    config_file: Annotated[Path | None, typer.Option("--config", exists=True)] = None,
+    store: StoreOption = None,
+    config_file: StoreConfigOption = None,
 ) -> None:
     """List the runs of the store with their progress."""
     config, db = _existing_store(config_file, store)
@@ -628,8 +720,8 @@ def _unknown_run(run_id: str, config: RunConfig) -> typer.Exit:
 @runs_app.command("cancel")
 def runs_cancel(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
-    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
-    config_file: Annotated[Path | None, typer.Option("--config", exists=True)] = None,
+    store: StoreOption = None,
+    config_file: StoreConfigOption = None,
 ) -> None:
     """Cancel an unfinished run: it is never resumed.
 
@@ -654,8 +746,8 @@ def runs_delete(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     keep_outputs: Annotated[bool, typer.Option(
         help="Keep the run's output folder (results.json, reports, outputs/).")] = False,
-    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
-    config_file: Annotated[Path | None, typer.Option("--config", exists=True)] = None,
+    store: StoreOption = None,
+    config_file: StoreConfigOption = None,
 ) -> None:
     """Delete a run from the store with its output folder and the archives uploaded for it.
 
@@ -683,11 +775,18 @@ def runs_delete(
     out.print(escape(f"run {run_id}: deleted{kept}"), soft_wrap=True)
 
 
+def _progress(counts: dict[str, int]) -> str:
+    """A run's counts (Store.counts) as words: `13/13 done: 7 ok, 5 errors, 1 skipped`."""
+    errors = counts.get("error", 0)
+    return (f"{counts.get('done', 0)}/{counts.get('total', 0)} done: {counts.get('ok', 0)} ok, "
+            f"{errors} error{'' if errors == 1 else 's'}, {counts.get('skipped', 0)} skipped")
+
+
 @runs_app.command("show")
 def runs_show(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
-    store: Annotated[Path | None, typer.Option(help="SQLite store of runs.")] = None,
-    config_file: Annotated[Path | None, typer.Option("--config", exists=True)] = None,
+    store: StoreOption = None,
+    config_file: StoreConfigOption = None,
 ) -> None:
     """Print a run's status and results table."""
     from orchestrator.runner import RunSpec
@@ -697,7 +796,7 @@ def runs_show(
         info = db.run(run_id)
         if info is None:
             raise _unknown_run(run_id, config)
-        out.print(f"run {run_id}: {info.status}, {info.counts}")
+        out.print(f"run {run_id}: {info.status}, {_progress(info.counts)}", highlight=False)
         for warning in db.details(run_id)["warnings"]:
             console.print(f"[yellow]warning: {escape(warning)}", soft_wrap=True)
         results = db.results(run_id)

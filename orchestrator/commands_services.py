@@ -28,6 +28,7 @@ from orchestrator.launcher import (
     check_service,
     parse_service_list,
     service_port,
+    up_command,
 )
 from orchestrator.service_options import OptionsError, check_options
 from orchestrator.terminal import print_error
@@ -247,8 +248,10 @@ def _default_url(name: str, port_base: int | None, token: str | None) -> str:
     try:
         check_service(base, name, token)
     except StackError as exc:
-        print_error(console, f"{exc}; start it with `boilerbench up --services {name}` or "
-                             "give its URL with --url")
+        hint = {"token": ", or pass it with --token",
+                "absent": f"; start it with `{up_command(name, port_base)}` or give its URL "
+                          "with --url"}.get(exc.cause or "", "; give its URL with --url")
+        print_error(console, f"{exc}{hint}")
         raise typer.Exit(1) from None
     return base
 
@@ -351,7 +354,12 @@ def _extract_over_http(base: str, name: str, request: dict[str, object], token: 
                              f"to POST /extract{f' from {server!r}' if server else ''}, not JSON")
         raise typer.Exit(1)
     if reply.status_code != 200:
-        print_error(console, f"HTTP {reply.status_code}: {body.get('error')}: {body.get('detail')}")
+        hint = ""
+        if reply.status_code == 401:
+            hint = ("; the token given was refused" if token else
+                    "; pass the service's token with --token (or BOILERBENCH_SERVICE_TOKEN)")
+        print_error(console, f"HTTP {reply.status_code}: {body.get('error')}: "
+                             f"{body.get('detail')}{hint}")
         raise typer.Exit(1)
     answered = body.get("algorithm")
     if answered != name or not isinstance(body.get("text"), str):

@@ -30,7 +30,12 @@ Keys (file key; environment variable `BOILERBENCH_<KEY>`; CLI flag), default in 
   [the html folder's parent folder name].
 - dataset: comma list of dataset folders in the `html/`, `content/` (`feeds/`) layout,
   JSON test sets (`[{"id", "html", "gold", "feed"}]` or `{"name", "pages": [...]}`)
-  and zip/tar archives of such folders; may be combined with html_folder.
+  and zip/tar archives of such folders; may be combined with html_folder. A relative
+  path of the flag or of BOILERBENCH_DATASET that does not exist from the working
+  folder but as a folder under the development datasets' folder (shared/datasets.py:
+  BOILERBENCH_DATASETS, else ../shared/datasets beside the repository) is that folder:
+  `--dataset scrapinghub` works from any folder, as the API resolves names (the file's
+  paths are taken from its own folder).
 - output_folder: one sub-folder per run with results.json, pages.csv, summary.md,
   report.html [results].
 - store: SQLite file of runs and page results, one per user [the platform's data
@@ -67,6 +72,16 @@ Precedence, highest first: CLI flags, environment (`BOILERBENCH_*`), the
 configuration file, the defaults above. Per-service maps are merged key by key in
 the same order (a URL given on the command line for one service keeps the file's
 URLs of the others).
+
+The test sets are not merged: they all come from the highest source that names any
+(html_folder, content_folder or dataset). A `--dataset` flag replaces the test sets
+of the environment and the file (their html_folder, content_folder, feeds_folder,
+dataset_name and dataset alike), and BOILERBENCH_DATASET (or BOILERBENCH_HTML_FOLDER
+and BOILERBENCH_CONTENT_FOLDER) replaces the file's; so `--config my.txt --dataset
+other` scores `other` alone. Within one source, html_folder and dataset combine.
+
+A value that fails validation is reported with where it came from: the flag, the
+environment variable, or the file's key and line.
 """
 
 from __future__ import annotations
@@ -75,12 +90,12 @@ import difflib
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -90,6 +105,7 @@ from pydantic_settings import (
 )
 
 from orchestrator.launcher import service_port
+from shared.datasets import dataset_places, named_dataset
 from shared.registry import SERVICES, SETTING_MARK, check_row, service_of
 
 if TYPE_CHECKING:
@@ -110,6 +126,13 @@ _SIMPLE_KEYS = (
     "store", "services", "mode", "concurrency", "workers", "scoring_processes", "timeout_s",
     "retries", "backoff_s", "service_token", "port_base",
 )
+# The keys of the test sets, which come from one source (module docstring), and those
+# of them that name a test set (feeds_folder and dataset_name only qualify html_folder's).
+_TEST_SET_KEYS = ("html_folder", "content_folder", "feeds_folder", "dataset_name", "dataset")
+_TEST_SET_NAMES = ("html_folder", "content_folder", "dataset")
+# The CLI flag of each key whose flag is not `--<key>` (underscores as dashes).
+_FLAGS = {"output_folder": "--output", "timeout_s": "--timeout", "urls": "--url",
+          "options": "--option", "mode": "--local/--http/--in-process"}
 
 
 class ConfigError(ValueError):
@@ -138,6 +161,30 @@ def _check_url_owner(name: str) -> None:
                          f"give it for {service_of(name)!r}")
 
 
+def _url_owner(name: str) -> str:
+    _check_url_owner(name)
+    return name
+
+
+def _row(name: str) -> str:
+    check_row(name)
+    return name
+
+
+def _http_url(url: str) -> str:
+    """A service's base URL, without the trailing slash that would make //extract."""
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{url!r} is not an http(s) URL")
+    return url.rstrip("/")
+
+
+# Per-service map keys and values, each checked alone, so that an error's location
+# names the service and so the line or flag that gave it (describe_errors).
+UrlOwner = Annotated[str, AfterValidator(_url_owner)]
+Row = Annotated[str, AfterValidator(_row)]
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+
+
 def _comma_list(value: Any) -> Any:
     return [item.strip() for item in value.split(",") if item.strip()] if isinstance(
         value, str) else value
@@ -162,8 +209,8 @@ class RunConfig(BaseSettings):
     store: Path | None = None
     services: Annotated[list[str], NoDecode, BeforeValidator(_comma_list)] = Field(
         default_factory=lambda: list(DEFAULT_SERVICES), min_length=1)
-    urls: dict[str, str] = Field(default_factory=dict)
-    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    urls: dict[UrlOwner, HttpUrl] = Field(default_factory=dict)
+    options: dict[Row, dict[str, Any]] = Field(default_factory=dict)
     mode: Mode = "local"
     port_base: int | None = Field(None, ge=1, le=65535)
     concurrency: int = Field(4, ge=1, le=256)
@@ -211,22 +258,6 @@ class RunConfig(BaseSettings):
         """`in-process` as the CLI's --in-process says it (the same as `embedded`)."""
         return "embedded" if isinstance(mode, str) and mode.strip() == "in-process" else mode
 
-    @field_validator("urls")
-    @classmethod
-    def _http_urls(cls, urls: dict[str, str]) -> dict[str, str]:
-        for name, url in urls.items():
-            _check_url_owner(name)
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"{name}: {url!r} is not an http(s) URL")
-        return {name: url.rstrip("/") for name, url in urls.items()}
-
-    @field_validator("options")
-    @classmethod
-    def _option_services(cls, options: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        for name in options:
-            check_row(name)
-        return options
-
     @property
     def service_urls(self) -> dict[str, str]:
         """The URLs given and, in `http` mode with a port_base, every registry service's
@@ -236,12 +267,21 @@ class RunConfig(BaseSettings):
         return {name: f"http://127.0.0.1:{service_port(name, self.port_base)}"
                 for name in SERVICES} | self.urls
 
-    def assumed_urls(self, spec: RunSpec) -> dict[str, str]:
-        """The services `spec` calls over HTTP at an address nobody gave (a registry
-        port, a port_base port), by name: worth a look at their /info before a run."""
-        if spec.backend != "http" or spec.local:
+    def called_urls(self, spec: RunSpec, local: bool) -> dict[str, str]:
+        """The services `spec` calls over HTTP at an address the run does not start
+        them on, by name: every service it calls, or with `local` (the run starts the
+        others) those given a URL. Worth a look at their /info before a run: another
+        service there would be scored as the one named, and none would fail every page."""
+        if spec.backend != "http":
             return {}
-        return {name: spec.url(name) for name in spec.called_services if name not in self.urls}
+        return {name: spec.url(name) for name in spec.called_services
+                if not local or name in self.urls}
+
+    def assumed_urls(self, spec: RunSpec) -> dict[str, str]:
+        """Those of called_urls at an address nobody gave (a registry port, a port_base
+        port)."""
+        return {name: url for name, url in self.called_urls(spec, spec.local).items()
+                if name not in self.urls}
 
     @property
     def store_path(self) -> Path:
@@ -255,7 +295,7 @@ class RunConfig(BaseSettings):
         if self.html_folder is not None and self.content_folder is not None:
             name = self.dataset_name or self.html_folder.resolve().parent.name or "dataset"
             sets.append((name, self.html_folder, self.content_folder, self.feeds_folder))
-        for folder in self.dataset:
+        for folder in self.dataset_paths():
             if folder.is_file():
                 continue  # a JSON test set or an archive: dataset_files
             feeds = folder / "feeds"
@@ -266,7 +306,23 @@ class RunConfig(BaseSettings):
     def dataset_files(self) -> list[Path]:
         """The test sets named as files: JSON test sets and zip/tar archives of folders
         (testsets.open_dataset_file reads them)."""
-        return [path for path in self.dataset if path.is_file()]
+        return [path for path in self.dataset_paths() if path.is_file()]
+
+    def dataset_paths(self) -> list[Path]:
+        """Each entry of `dataset` where it is: as given, else the development dataset
+        of that name (module docstring); ConfigError naming every place looked in where
+        there is none."""
+        found = []
+        for path in self.dataset:
+            named = named_dataset(path)
+            if named is None:
+                given, *under_root = dataset_places(path)
+                elsewhere = (f" and {under_root[0]} (under the datasets folder, "
+                             "BOILERBENCH_DATASETS)" if under_root else "")
+                raise ConfigError(f"dataset {str(path)!r}: no such file or folder; looked "
+                                  f"for {given}{elsewhere}")
+            found.append(named)
+        return found
 
     def run_spec(self, *, services: list[str] | None = None,
                  options: Mapping[str, dict[str, Any]] | None = None,
@@ -388,6 +444,13 @@ def parse_config_text(text: str, base: Path | None = None,
 
     Raises ConfigError naming the source, line and key of the first problem.
     """
+    return _parse_config(text, base, source)[0]
+
+
+def _parse_config(text: str, base: Path | None, source: str
+                  ) -> tuple[dict[str, Any], dict[str, str]]:
+    """parse_config_text's values, and where each key was given ("source, line N"), by
+    the key as the file names it, so that a value refused later is named by its line."""
     values: dict[str, Any] = {}
     seen: dict[str, int] = {}
     for line, entry in _split_entries(text):
@@ -434,7 +497,7 @@ def parse_config_text(text: str, base: Path | None = None,
             values[key] = _resolve(Path(value), base)
         else:
             values[key] = value
-    return values
+    return values, {key: f"{source}, line {line}" for key, line in seen.items()}
 
 
 def _resolve(path: Path, base: Path | None) -> Path:
@@ -444,6 +507,11 @@ def _resolve(path: Path, base: Path | None) -> Path:
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """Parse a configuration file; relative paths are taken from the file's folder."""
+    return _read_config_file(path)[0]
+
+
+def _read_config_file(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """read_config_file's values and the line of each key (_parse_config)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -451,7 +519,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"the configuration file {path} is not UTF-8 text (byte "
                           f"{exc.start})") from None
-    return parse_config_text(text, base=path.resolve().parent, source=str(path))
+    return _parse_config(text, path.resolve().parent, str(path))
 
 
 def _field_to_key(loc: tuple[int | str, ...]) -> str:
@@ -461,36 +529,97 @@ def _field_to_key(loc: tuple[int | str, ...]) -> str:
     return str(loc[0]) if loc else "(config)"
 
 
-def describe_errors(exc: ValidationError) -> str:
-    """pydantic errors as one line naming each configuration key."""
+def describe_errors(exc: ValidationError,
+                    origin: Callable[[tuple[int | str, ...]], str] | None = None) -> str:
+    """pydantic errors as one line naming each configuration key, or where its value
+    came from as `origin` tells (a flag, a variable, a file's line)."""
     problems = []
     for err in exc.errors():
-        key = _field_to_key(tuple(err["loc"]))
+        loc = tuple(err["loc"])
+        key = _field_to_key(loc)
         if err["type"] == "extra_forbidden":
             problems.append(f"unknown key {key!r}")
             continue
-        given = err.get("input")
-        shown = f" (got {given!r})" if isinstance(given, str | int | float) else ""
         # A validator's own ValueError reads as its message, without pydantic's prefix.
         message = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]
-        problems.append(f"key {key!r}: {message}{shown}")
+        given = err.get("input")
+        shown = (f" (got {given!r})" if isinstance(given, str | int | float)
+                 and repr(given) not in message else "")
+        where = origin(loc) if origin is not None else f"key {key!r}"
+        problems.append(f"{where}: {message}{shown}")
     return "; ".join(problems)
+
+
+def _environment(field: str) -> str | None:
+    """The value of BOILERBENCH_<FIELD>, its name matched regardless of case as
+    pydantic-settings matches it."""
+    name = f"{ENV_PREFIX}{field}".upper()
+    return next((value for variable, value in os.environ.items()
+                 if variable.upper() == name), None)
+
+
+def _gives(value: Any, name: str | None) -> bool:
+    """Whether a source's value is given, and for a per-service map (a dict, or the
+    environment's JSON of one) whether it names `name`."""
+    if value is None:
+        return False
+    if name is None:
+        return True
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return True  # the variable is what is wrong
+    return isinstance(value, dict) and name in value
+
+
+def _origin_of(cli: Mapping[str, Any], places: Mapping[str, str]
+               ) -> Callable[[tuple[int | str, ...]], str]:
+    """Where the value at a validation error's location came from, highest source
+    first: the flag, the environment variable, the configuration file's key and line."""
+    def origin(loc: tuple[int | str, ...]) -> str:
+        field = str(loc[0]) if loc else ""
+        name = str(loc[1]) if len(loc) >= 2 and field in ("urls", "options") else None
+        key = _field_to_key(loc)
+        service = "" if name is None else f" for {name}"
+        if _gives(cli.get(field), name):
+            return _FLAGS.get(field, f"--{field.replace('_', '-')}") + service
+        if _gives(_environment(field), name):
+            return f"{ENV_PREFIX}{field.upper()}{service}"
+        return f"{places[key]}: key {key!r}" if key in places else f"key {key!r}"
+
+    return origin
+
+
+def _names_test_set(values: Mapping[str, Any]) -> bool:
+    return any(values.get(key) for key in _TEST_SET_NAMES)
 
 
 def load_config(config_file: Path | None = None, cli: Mapping[str, Any] | None = None,
                 file_values: Mapping[str, Any] | None = None) -> RunConfig:
-    """The run configuration: defaults < file < environment (BOILERBENCH_*) < CLI flags.
+    """The run configuration: defaults < file < environment (BOILERBENCH_*) < CLI flags,
+    the test sets from the highest of them that names any (module docstring).
 
     `cli` holds only the flags actually given (None values are dropped);
     `file_values` stands for a parsed file (the API's per-run settings).
     """
     values = dict(file_values or {})
+    places: dict[str, str] = {}
     if config_file is not None:
-        values.update(read_config_file(config_file))
+        parsed, places = _read_config_file(config_file)
+        values.update(parsed)
+    flags = {key: value for key, value in (cli or {}).items() if value is not None}
+    in_environment = any((_environment(key) or "").strip() for key in _TEST_SET_NAMES)
+    if _names_test_set(flags) or in_environment:
+        for key in _TEST_SET_KEYS:
+            values.pop(key, None)
+    init = dict(flags)
+    if _names_test_set(flags):  # the environment's test sets go too
+        init = {**{key: [] if key == "dataset" else None for key in _TEST_SET_KEYS}, **flags}
     token = _FILE_VALUES.set(values)
     try:
-        return RunConfig(**{k: v for k, v in (cli or {}).items() if v is not None})
+        return RunConfig(**init)
     except ValidationError as exc:
-        raise ConfigError(describe_errors(exc)) from None
+        raise ConfigError(describe_errors(exc, _origin_of(flags, places))) from None
     finally:
         _FILE_VALUES.reset(token)

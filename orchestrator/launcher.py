@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
 import httpx
 
@@ -43,11 +44,15 @@ DEFAULT_PORT_BASE = min(entry.port for entry in SERVICES.values())
 
 class StackError(RuntimeError):
     """A service did not start, never became healthy, or is not the one expected
-    (`service`: its name, where one service is at fault)."""
+    (`service`: its name, where one service is at fault). `cause`, where check_service
+    raised it, says what would help: `absent` (nothing answers: start it), `token` (it
+    asks for a bearer token), `other` (another server or service answers there)."""
 
-    def __init__(self, message: str, service: str | None = None) -> None:
+    def __init__(self, message: str, service: str | None = None,
+                 cause: Literal["absent", "token", "other"] | None = None) -> None:
         super().__init__(message)
         self.service = service
+        self.cause = cause
 
 
 class StartCancelledError(StackError):
@@ -82,7 +87,8 @@ def check_service(url: str, name: str, token: str | None = None, timeout: float 
     try:
         reply = httpx.get(f"{url}/info", headers=headers, timeout=timeout)
     except httpx.TransportError as exc:
-        raise StackError(f"nothing answers at {url} ({type(exc).__name__})", name) from None
+        raise StackError(f"nothing answers at {url} ({type(exc).__name__})", name,
+                         "absent") from None
     try:
         answered = reply.json().get("name") if reply.status_code == 200 else None
     except (ValueError, AttributeError):
@@ -92,14 +98,22 @@ def check_service(url: str, name: str, token: str | None = None, timeout: float 
     if reply.status_code == 401:
         given = "the one given was refused" if token else "none was given"
         raise StackError(f"{url} asks for a bearer token ({given}): set "
-                         "BOILERBENCH_SERVICE_TOKEN to the service's BOILERBENCH_TOKEN", name)
+                         "BOILERBENCH_SERVICE_TOKEN to the service's BOILERBENCH_TOKEN", name,
+                         "token")
     if isinstance(answered, str):
         what = f"the {answered!r} service"
     else:
         server = reply.headers.get("server")
         what = (f"HTTP {reply.status_code} to GET /info"
                 + (f" from {server!r}" if server else "") + ", not a boilerbench service")
-    raise StackError(f"{url} is not the {name} service: {what} answers there", name)
+    raise StackError(f"{url} is not the {name} service: {what} answers there", name, "other")
+
+
+def up_command(name: str, port_base: int | None) -> str:
+    """The `boilerbench up` that starts service `name` where a command given `port_base`
+    (None: the registry ports) looks for it."""
+    shifted = "" if port_base is None else f" --port-base {port_base}"
+    return f"boilerbench up --services {name}{shifted}"
 
 
 def check_services(urls: Mapping[str, str], token: str | None = None) -> None:

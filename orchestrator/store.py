@@ -159,8 +159,11 @@ def check_store_file(path: Path) -> None:
     pages = int.from_bytes(header[28:32], "big")
     # A checkpoint stopped by a full disk leaves the file shorter than its header says,
     # with the missing pages still in the write-ahead log: such a store is whole.
-    wal = path.with_name(path.name + "-wal")
-    pending = wal.exists() and wal.stat().st_size > 0
+    # The log may go between two calls (another process closing the store), so one.
+    try:
+        pending = path.with_name(path.name + "-wal").stat().st_size > 0
+    except FileNotFoundError:
+        pending = False
     if header[24:28] == header[92:96] and pages and size < pages * page_size and not pending:
         raise StoreError(f"the store {path} is cut short ({size} of {pages * page_size} "
                          f"bytes); {advice}", "damaged")

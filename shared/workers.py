@@ -246,6 +246,8 @@ class ProcessPool:
         self.start_timeout_s = start_timeout_s
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         self._workers: set[_Worker] = set()
+        self._replacing: set[asyncio.Task[None]] = set()
+        """The replacements under way (_replace), which close() cancels and awaits."""
         self._closed = False
         self.ready = False
         self.start_error: str | None = None
@@ -332,10 +334,16 @@ class ProcessPool:
         return count
 
     def _retire(self, worker: _Worker) -> None:
-        """Replace a worker in the background (once)."""
-        if not worker.retired:
-            worker.retired = True
-            asyncio.get_running_loop().create_task(self._replace(worker))
+        """Replace a worker in the background (once); in a closed pool, only kill it."""
+        if worker.retired:
+            return
+        worker.retired = True
+        if self._closed:
+            self._kill(worker)
+            return
+        task = asyncio.get_running_loop().create_task(self._replace(worker))
+        self._replacing.add(task)
+        task.add_done_callback(self._replacing.discard)
 
     async def _take(self, wait_s: float | None) -> tuple[_Worker, float]:
         """A live idle worker and the time waited for it (ms), else PoolBusyError after
@@ -428,9 +436,17 @@ class ProcessPool:
         return reply_meta, reply, waited_ms
 
     async def close(self) -> None:
+        """Stop every worker and every replacement under way. The replacements are
+        awaited: a task left pending would outlive the pool and its event loop, which
+        reports it as "Task was destroyed but it is pending!" (a run stopped while its
+        lanes' requests were cancelled)."""
         self._closed = True
+        replacing = list(self._replacing)
+        for task in replacing:
+            task.cancel()
         for worker in list(self._workers):
             self._kill(worker)
+        await asyncio.gather(*replacing, return_exceptions=True)
 
 
 class WorkerPool(ProcessPool):

@@ -456,10 +456,47 @@ def test_run_http_names_a_server_that_is_no_service(tmp_path: Path) -> None:
 
 
 def test_run_http_says_when_nothing_answers(tmp_path: Path) -> None:
+    """...and how to start it where the run looks for it: on its --port-base."""
     port = free_port()
     code, output = _run_http(port, tmp_path)
     assert code == 1
     assert f"nothing answers at http://127.0.0.1:{port}" in output
+    base = port - (SERVICES["bte"].port - DEFAULT_PORT_BASE)
+    assert f"start it with `boilerbench up --services bte --port-base {base}`" in output
+
+
+def test_extract_says_how_to_start_the_service_where_it_looks_for_it() -> None:
+    page = str(sorted((SAMPLE / "html").glob("*.html"))[0])
+    base = free_port() - (SERVICES["bte"].port - DEFAULT_PORT_BASE)
+    result = CliRunner().invoke(app, ["extract", page, "--service", "bte", "--port-base",
+                                      str(base)], terminal_width=300)
+    assert result.exit_code == 1
+    assert f"start it with `boilerbench up --services bte --port-base {base}`" in result.output
+
+
+@pytest.mark.parametrize("mode", ["--http", "--local"])
+def test_run_refuses_a_url_given_where_another_service_or_none_answers(
+        mode: str, other_service: str, tmp_path: Path) -> None:
+    """A URL given for a service is checked before the run as an assumed port is, as
+    `extract` refuses another service's reply: boilerpipe's text scored as the justext
+    row, or a run of pages that all failed, is refused in one line, and nothing is
+    recorded."""
+    store = tmp_path / "store.sqlite"
+    nothing = f"http://127.0.0.1:{free_port()}"
+    for url, message in ((other_service, f"{other_service} is not the bte service: the "
+                                         "'justext' service answers there"),
+                         (nothing, f"nothing answers at {nothing}")):
+        result = CliRunner().invoke(app, [
+            "run", mode, "--url", f"bte={url}", "--services", "bte", "--store", str(store),
+            "--output", str(tmp_path / "out")], terminal_width=300)
+        assert result.exit_code == 1, result.output
+        assert result.output.count("\n") == 1, result.output
+        assert message in result.output
+        assert "check the URL given for bte" in result.output
+    db = Store(store)
+    assert db.runs() == []  # refused before the run was created
+    db.close()
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_api_refuses_a_run_when_another_service_is_on_the_assumed_port(
@@ -665,9 +702,11 @@ def test_extract_finds_the_service_of_a_port_base_stack(monkeypatch: pytest.Monk
     assert by_flag.stdout == by_env.stdout == in_process.stdout
 
 
-def test_extract_sends_the_token_a_service_asks_for(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_extract_sends_the_token_a_service_asks_for(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
     """A service started with BOILERBENCH_TOKEN answers `extract --token` (or the
-    BOILERBENCH_SERVICE_TOKEN that `run` reads); without it the refusal says why."""
+    BOILERBENCH_SERVICE_TOKEN that `run` reads); without it the refusal says why, not
+    that the service should be started."""
     from shared.service import create_service_app
     from shared.settings import ServiceSettings
 
@@ -681,13 +720,24 @@ def test_extract_sends_the_token_a_service_asks_for(monkeypatch: pytest.MonkeyPa
                                       "--port-base", str(port_base)], terminal_width=200)
         by_flag = runner.invoke(app, ["extract", page, "--service", "bte", "--url", url,
                                       "--token", "sekret"])
+        run_unasked = runner.invoke(app, [
+            "run", "--http", "--port-base", str(port_base), "--services", "bte",
+            "--store", str(tmp_path / "runs.sqlite"), "--output", str(tmp_path / "out")],
+            terminal_width=300)
         monkeypatch.setenv("BOILERBENCH_SERVICE_TOKEN", "sekret")
         by_env = runner.invoke(app, ["extract", page, "--service", "bte",
                                      "--port-base", str(port_base)])
     assert refused.exit_code == 1
     assert "HTTP 401" in refused.output
+    assert "pass the service's token with --token" in " ".join(refused.output.split())
     assert unasked.exit_code == 1
     assert "asks for a bearer token (none was given)" in " ".join(unasked.output.split())
+    assert "or pass it with --token" in " ".join(unasked.output.split())
+    assert "start it" not in unasked.output  # it runs: it wants a token
+    assert run_unasked.exit_code == 1
+    assert "asks for a bearer token (none was given): set BOILERBENCH_SERVICE_TOKEN" in \
+        run_unasked.output
+    assert "start it" not in run_unasked.output
     assert by_flag.exit_code == by_env.exit_code == 0, by_flag.output
     assert by_flag.stdout == by_env.stdout
     assert len(by_flag.stdout.split()) > 50
@@ -943,3 +993,207 @@ def test_a_stack_names_its_members_to_the_ensemble_and_no_one_else(
         "bte": "http://127.0.0.1:9103", "readability": "http://127.0.0.1:9108"}
     assert stack._member_env("readability") == {}
     assert LocalStack(["ensemble"])._member_env("ensemble") == {}
+
+
+def _command_paths(command: object, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every command of the CLI, as the arguments that name it (the root: none)."""
+    yield path
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _command_paths(sub, (*path, name))
+
+
+def test_flags_show_in_the_help_as_flags_taking_no_value(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--json, --help, --keep-outputs/--no-keep-outputs take no value: no command's
+    help shows them with a placeholder (`<bool>`), while options that take one keep
+    theirs."""
+    import typer.main
+
+    monkeypatch.setenv("COLUMNS", "200")  # the help's lines unwrapped
+    runner = CliRunner()
+    paths = list(_command_paths(typer.main.get_command(app)))
+    assert ("runs", "delete") in paths
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "<bool>" not in result.output, path
+    extract = runner.invoke(app, ["extract", "--help"]).output
+    assert re.search(r"--json +Print the whole reply", extract), extract
+    assert re.search(r"--service +<str> +Service name", extract), extract
+    delete = runner.invoke(app, ["runs", "delete", "--help"]).output
+    assert re.search(r"--keep-outputs +--no-keep-outputs +Keep the run's output", delete)
+
+
+def test_run_help_gives_the_defaults_the_run_uses(tmp_path: Path) -> None:
+    """--services, --output and --store name their defaults as the configuration has
+    them; the store's is the platform's data folder of this environment."""
+    data = tmp_path / "data"
+    env = {**os.environ, "XDG_DATA_HOME": str(data), "COLUMNS": "300"}
+    for variable in ("BOILERBENCH_STORE", "BOILERBENCH_SERVICES", "BOILERBENCH_OUTPUT_FOLDER"):
+        env.pop(variable, None)
+    done = subprocess.run([*CLI, "run", "--help"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    defaults = load_config()
+    assert f"(default {', '.join(defaults.services)})" in done.stdout
+    assert f"(default {defaults.output_folder})" in done.stdout
+    assert f"default runs.sqlite in {data / 'boilerbench'})" in done.stdout
+
+
+class _HalfFailingExtractor:
+    """An extractor double: page p0 fails, every other page gets the gold text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def start(self) -> None:
+        return None
+
+    async def extract(self, row: str, html: str, options: dict[str, object]) -> Outcome:
+        if "first" in html:
+            return Outcome(error="HTTP 422: unprocessable_page: refused")
+        return Outcome(text=self.text, elapsed_ms=1.0, extract_ms=1.0)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_runs_show_says_a_runs_progress_in_words(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    db = Store(store)
+    gold = "The harbour bridge opened again today."
+    pages = [LabelledPage("set", f"p{i}", f"<p>{word}</p><p>{gold}</p>", gold)
+             for i, word in enumerate(["first", "second", "third"])]
+    run_id = create_run(db, RunSpec(datasets=[], services=["bte"], local=True,
+                                    scoring_processes=1, output_folder=str(tmp_path / "out")),
+                        memory=[in_memory("set", pages)])
+    asyncio.run(execute_run(db, run_id, extractor=_HalfFailingExtractor(gold)))
+    db.close()
+    result = CliRunner().invoke(app, ["runs", "show", run_id, "--store", str(store)],
+                                terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert f"run {run_id}: finished, 3/3 done: 2 ok, 1 error, 0 skipped\n" in result.output
+
+
+@pytest.mark.parametrize("command", ["list", "show", "cancel", "delete"])
+def test_the_runs_commands_say_what_their_config_is_for(
+        command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the help's lines unwrapped
+    help_text = CliRunner().invoke(app, ["runs", command, "--help"]).output
+    (line,) = [line for line in help_text.splitlines() if "--config" in line]
+    assert "configuration file: its `store` names the store" in line
+
+
+def test_a_dataset_flag_replaces_the_test_sets_of_the_configuration_file(
+        tmp_path: Path) -> None:
+    """The example configuration names the sample; with --dataset the run scores the
+    flag's test set alone."""
+    gold = "The harbour bridge opened again today after a long winter of repairs."
+    pages = tmp_path / "mine.json"
+    pages.write_text(json.dumps([{"id": "a", "html": f"<p>Menu</p><p>{gold}</p>",
+                                  "gold": gold}]), encoding="utf-8")
+    store = tmp_path / "runs.sqlite"
+    result = CliRunner().invoke(app, [
+        "run", "--config", str(REPO / "orchestrator" / "examples" / "config.txt"),
+        "--dataset", str(pages), "--services", "bte", "--in-process", "--store", str(store),
+        "--output", str(tmp_path / "out")], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    db = Store(store)
+    (info,) = db.runs()
+    assert info.datasets == ["mine"]
+    assert db.counts(info.id)["total"] == 1
+    db.close()
+
+
+def _slow_pages(folder: Path, seconds: float) -> dict[str, str]:
+    """An environment whose extraction workers take `seconds` on every page (a
+    sitecustomize on the PYTHONPATH, which the run's workers inherit), so a run is
+    certain to be mid-way when it is signalled."""
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(
+        "import sys, time\n"
+        "if 'extraction_handler' in str(sys.orig_argv):\n"
+        "    import shared.answer\n"
+        "    answer = shared.answer.answer_extract\n"
+        "    def slow(*args, **kwargs):\n"
+        f"        time.sleep({seconds})\n"
+        "        return answer(*args, **kwargs)\n"
+        "    shared.answer.answer_extract = slow\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(REPO)])}
+
+
+def _stop_after_first_result(folder: Path) -> dict[str, str]:
+    """An environment in which `boilerbench run` sends itself SIGTERM as it stores its
+    first result (a sitecustomize on the PYTHONPATH): the signal arrives while the
+    run's own code runs, not while it waits."""
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(
+        "import os, signal, sys\n"
+        "if 'orchestrator.cli' in sys.orig_argv:\n"
+        "    from orchestrator.store import Store\n"
+        "    add_result = Store.add_result\n"
+        "    def add_and_stop(self, result):\n"
+        "        added = add_result(self, result)\n"
+        "        if not getattr(Store, 'stopped', False):\n"
+        "            Store.stopped = True\n"
+        "            os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        return added\n"
+        "    Store.add_result = add_and_stop\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(REPO)])}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("ctrl_c", ["handled", "ignored"])
+def test_sigterm_while_the_run_stores_a_result_ends_it_cleanly(ctrl_c: str,
+                                                               tmp_path: Path) -> None:
+    """A stop signal that arrives while a lane stores its result cancels the run's
+    task: the lane finishes its step and every task ends through its clean-up, also
+    where Ctrl-C is ignored (a background job of a script), where it used to be a
+    KeyboardInterrupt raised in the middle of that lane."""
+    done = subprocess.run(
+        [*CLI, "run", "--in-process", "--services", "bte", "--store",
+         str(tmp_path / "runs.sqlite"), "--output", str(tmp_path / "out")],
+        cwd=REPO, env=_stop_after_first_result(tmp_path / "stop"), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120, check=False,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        if ctrl_c == "ignored" else None)
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "never retrieved" not in done.stderr, done.stderr
+    assert "Task was destroyed" not in done.stderr, done.stderr
+    assert "interrupted; resume with --resume" in done.stderr
+
+
+@pytest.mark.e2e
+def test_sigterm_mid_run_ends_it_without_pending_tasks(tmp_path: Path) -> None:
+    """`kill -TERM` of a run started in the background of a script (Ctrl-C ignored)
+    while its workers are busy: its requests and the replacements of their workers
+    are cancelled and awaited, no task is left pending for Python to report ("Task was
+    destroyed but it is pending!"), and the hint resumes it."""
+    store = tmp_path / "runs.sqlite"
+    process = subprocess.Popen(
+        [*CLI, "run", "--in-process", "--services", "bte", "--store", str(store),
+         "--output", str(tmp_path / "out")],
+        cwd=REPO, env=_slow_pages(tmp_path / "slow", 0.5), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 60
+        done = 0
+        while done < 1:  # 12 pages of 0.5 s each are left for 2 workers: seconds of work
+            assert time.monotonic() < deadline, "no page done"
+            assert process.poll() is None, "the run ended before a page was done"
+            time.sleep(0.1)
+            if store.is_file():
+                db = Store(store)
+                done = sum(db.counts(info.id)["done"] for info in db.runs())
+                db.close()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, stderr
+    assert "Task was destroyed" not in stderr, stderr
+    assert "Traceback" not in stderr, stderr
+    assert "interrupted; resume with --resume" in stderr

@@ -22,7 +22,8 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "orchestrator" / "examples" /
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("SERVICES", "CONCURRENCY", "URLS", "OPTIONS", "MODE", "STORE", "DATASET",
-                "OUTPUT_FOLDER", "TIMEOUT_S", "RETRIES", "SCORING_PROCESSES"):
+                "OUTPUT_FOLDER", "TIMEOUT_S", "RETRIES", "SCORING_PROCESSES", "HTML_FOLDER",
+                "CONTENT_FOLDER", "FEEDS_FOLDER", "DATASET_NAME"):
         monkeypatch.delenv(f"BOILERBENCH_{key}", raising=False)
 
 
@@ -30,6 +31,7 @@ def test_datasets_named_as_files_are_kept_apart_from_folders(tmp_path: Path) -> 
     pages = tmp_path / "pages.json"
     pages.write_text('[{"id": "a", "html": "<p>a</p>", "gold": "a"}]', encoding="utf-8")
     folder = tmp_path / "set"
+    folder.mkdir()
     config = load_config(file_values={"dataset": f"{pages},{folder}"})
     assert config.dataset_files() == [pages]
     assert [name for name, *_ in config.dataset_folders()] == ["set"]
@@ -221,3 +223,114 @@ def test_file_options_for_rows_the_run_does_not_call_are_one_warning_not_a_refus
     code, _ = run("--services", "bte", "--option", 'cetd={"x": 1}')
     assert code == 2
     assert started == [True, True]
+
+
+def _test_set(folder: Path) -> Path:
+    for sub in ("html", "content"):
+        (folder / sub).mkdir(parents=True)
+    return folder
+
+
+def test_the_test_sets_come_from_the_highest_source_that_names_any(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flag's test set replaces the environment's and the file's, the environment's
+    the file's: `--config my.txt --dataset other` scores `other` alone."""
+    env_set, flag_set = (_test_set(tmp_path / name) for name in ("envset", "flagset"))
+    for name in ("fileset", "extra"):
+        _test_set(tmp_path / name)
+    file = tmp_path / "config.txt"
+    file.write_text("html_folder:fileset/html; content_folder:fileset/content;\n"
+                    "feeds_folder:fileset/html; dataset_name:mine; dataset:extra;\n"
+                    "concurrency:3;")
+
+    def names(cli: dict[str, object] | None = None) -> list[str]:
+        config = load_config(file, cli=cli)
+        assert config.concurrency == 3  # the file's other keys stay
+        return [name for name, *_ in config.dataset_folders()]
+
+    assert names() == ["mine", "extra"]  # one source: html_folder and dataset combine
+    assert names({"dataset": [flag_set]}) == ["flagset"]
+    monkeypatch.setenv("BOILERBENCH_DATASET", str(env_set))
+    assert names() == ["envset"]
+    assert names({"dataset": [flag_set]}) == ["flagset"]
+    monkeypatch.delenv("BOILERBENCH_DATASET")
+    monkeypatch.setenv("BOILERBENCH_HTML_FOLDER", str(env_set / "html"))
+    monkeypatch.setenv("BOILERBENCH_CONTENT_FOLDER", str(env_set / "content"))
+    config = load_config(file)
+    assert [name for name, *_ in config.dataset_folders()] == ["envset"]
+    assert config.feeds_folder is None  # the file's feeds belong to the file's set
+    assert names({"dataset": [flag_set]}) == ["flagset"]
+    monkeypatch.setenv("BOILERBENCH_FEEDS_FOLDER", str(env_set / "html"))  # names no set
+    monkeypatch.delenv("BOILERBENCH_HTML_FOLDER")
+    monkeypatch.delenv("BOILERBENCH_CONTENT_FOLDER")
+    config = load_config(file)
+    assert [name for name, *_ in config.dataset_folders()] == ["mine", "extra"]
+    assert config.feeds_folder == env_set / "html"
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("flag", "--services: unknown service 'nosuch'"),
+    ("environment", "BOILERBENCH_SERVICES: unknown service 'nosuch'"),
+    ("file", "line 2: key 'services': unknown service 'nosuch'"),
+])
+def test_a_refused_value_names_where_it_came_from(
+        source: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    file = tmp_path / "config.txt"
+    file.write_text("concurrency:2;\n" + ("services:bte,nosuch;" if source == "file" else ""))
+    flags = ["--services", "bte,nosuch"] if source == "flag" else []
+    if source == "environment":
+        monkeypatch.setenv("BOILERBENCH_SERVICES", "bte,nosuch")
+    result = CliRunner().invoke(app, ["run", "--config", str(file), *flags,
+                                      "--store", str(tmp_path / "runs.sqlite")],
+                                terminal_width=300)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("configuration error: "), result.output
+    assert message in result.output
+    if source == "file":
+        assert f"{file}, line 2: " in result.output
+
+
+@pytest.mark.parametrize(("where", "message"), [
+    ("flag", "--url for bte: 'ftp://x' is not an http(s) URL"),
+    ("environment", "BOILERBENCH_URLS for bte: 'ftp://x' is not an http(s) URL"),
+    ("file", "line 2: key 'service.bte.url': 'ftp://x' is not an http(s) URL"),
+])
+def test_a_refused_url_names_its_service_and_where_it_came_from(
+        where: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    file = tmp_path / "config.txt"
+    file.write_text("service.cetd.url:http://host:4;\n"
+                    + ("service.bte.url:ftp://x;" if where == "file" else ""))
+    if where == "environment":
+        monkeypatch.setenv("BOILERBENCH_URLS", '{"bte": "ftp://x"}')
+    cli = {"urls": {"bte": "ftp://x"}} if where == "flag" else None
+    with pytest.raises(ConfigError) as caught:
+        load_config(file, cli=cli)
+    assert message in str(caught.value)
+
+
+def test_a_dataset_name_is_looked_for_under_the_datasets_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--dataset NAME` from any folder: as given where it exists, else the folder of
+    that name under BOILERBENCH_DATASETS, as the API resolves names; where neither
+    exists the error names both places."""
+    root = tmp_path / "datasets"
+    _test_set(root / "myset")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("BOILERBENCH_DATASETS", str(root))
+    monkeypatch.chdir(elsewhere)
+    (name, html, content, _), = load_config(cli={"dataset": [Path("myset")]}).dataset_folders()
+    assert (name, html, content) == ("myset", root / "myset" / "html", root / "myset" / "content")
+    _test_set(elsewhere / "myset")  # a folder of that name here is what it names
+    (_, html, _, _), = load_config(cli={"dataset": [Path("myset")]}).dataset_folders()
+    assert html.resolve() == elsewhere / "myset" / "html"
+    with pytest.raises(ConfigError) as caught:
+        load_config(cli={"dataset": [Path("nosuch")]}).dataset_folders()
+    assert str(elsewhere / "nosuch") in str(caught.value)
+    assert str(root / "nosuch") in str(caught.value)
+    with pytest.raises(ConfigError, match=r"no such file or folder; looked for /nosuch/set$"):
+        load_config(cli={"dataset": [Path("/nosuch/set")]}).dataset_files()

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -33,9 +33,10 @@ METRIC_COLUMNS = ["word P", "word R", "word F1 (95% CI)", "micro F1", "bag F1",
                   "shingle F1 ± sd", "shingle P", "shingle R", "exact", "ROUGE-LSum"]
 
 
-def boilerbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def boilerbench(*args: str, cwd: Path, env: dict[str, str] | None = None
+                ) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-c", "from orchestrator.cli import app; app()", *args]
-    return subprocess.run(command, cwd=cwd,
+    return subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})},
                           capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -200,14 +201,13 @@ def test_the_api_checks_a_settings_row_and_its_options(tmp_path: Path) -> None:
 @pytest.mark.dataset
 def test_a_service_that_fails_every_page_fails_the_command(small_set: Path,
                                                           tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    done = boilerbench("run", "--http", "--dataset", str(small_set), "--services", "readability",
-                       "--url", f"readability=http://127.0.0.1:{port}", "--retries", "0",
-                       "--output", "out", "--store", "store.sqlite", cwd=tmp_path)
-    assert done.returncode == 1
-    assert "readability failed every page" in done.stderr
+    """The run's own service is up, but refuses every page (a body limit below any
+    page's size): the run is recorded, and the command fails."""
+    done = boilerbench("run", "--local", "--dataset", str(small_set), "--services", "bte",
+                       "--retries", "0", "--output", "out", "--store", "store.sqlite",
+                       cwd=tmp_path, env={"BOILERBENCH_MAX_BODY_BYTES": "64"})
+    assert done.returncode == 1, done.stderr
+    assert "bte failed every page" in done.stderr
 
 
 @pytest.mark.dataset

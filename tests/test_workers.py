@@ -209,6 +209,25 @@ def test_a_pool_closed_while_it_replaces_a_worker_leaves_the_next_pool_working()
     assert asyncio.run(go()) < 15
 
 
+def test_closing_a_pool_awaits_the_replacements_it_started() -> None:
+    """A request cancelled while its worker works (a run stopped) has the pool replace
+    that worker in a task of its own; close() cancels and awaits such tasks, so that
+    none outlives the pool (the event loop would end with it pending and report it
+    as "Task was destroyed but it is pending!")."""
+    async def go() -> list[asyncio.Task[Any]]:
+        pool = WorkerPool(MODULE, 1)
+        await pool.start()
+        request = asyncio.create_task(pool.run(b"<p>hang</p>", "text/html", {}, 60))
+        while not pool._idle.empty():  # until the worker has the page
+            await asyncio.sleep(0.01)
+        request.cancel()
+        await asyncio.gather(request, return_exceptions=True)
+        await pool.close()
+        return [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+
+    assert asyncio.run(go()) == []
+
+
 def echo_handler(argument: str) -> Handler:
     """A worker handler for the test below: each frame back as it came."""
     return lambda meta, payload: (meta, payload)
