@@ -239,7 +239,7 @@ def run(
         console.print(f"[yellow]warning: {escape(unused)}", highlight=False, soft_wrap=True)
     from orchestrator.predictions import PredictionsError, prediction_rows
     from orchestrator.runner import RunSpec
-    from orchestrator.store import StoreError, run_owner_alive
+    from orchestrator.store import run_owner_alive
 
     rows: dict[str, str] = {}
     if predictions is not None and not resume:
@@ -261,7 +261,7 @@ def run(
                + _store_hint(resume, config))
         raise typer.Exit(2)
     db = _open_store(config.store_path)
-    try:
+    with _store_failures(db):
         if resume:
             run_id = resume
             info = db.run(run_id)
@@ -283,11 +283,6 @@ def run(
             results = (_finished_results(db, run_id, spec) if finished
                        else _execute(db, run_id, spec, config, stop))
         warnings = db.details(run_id)["warnings"]
-    except StoreError as exc:
-        _error(str(exc))
-        raise typer.Exit(1) from None
-    finally:
-        db.close()
     _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
 
 
@@ -321,19 +316,12 @@ def score(
     except PredictionsError as exc:
         _error(str(exc))
         raise typer.Exit(2) from None
-    from orchestrator.store import StoreError
-
     db = _open_store(config.store_path)
-    try:
+    with _store_failures(db):
         spec, run_id = _new_run(db, config, rows, rank_by, services=[])
         with _stop_signals() as stop:
             results = _execute(db, run_id, spec, config, stop)
         warnings = db.details(run_id)["warnings"]
-    except StoreError as exc:
-        _error(str(exc))
-        raise typer.Exit(1) from None
-    finally:
-        db.close()
     _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
 
 

@@ -106,7 +106,7 @@ def test_runs_delete_removes_the_upload_of_a_run_posted_to_the_api(tmp_path: Pat
     removes it as DELETE /runs/{id} does, and nothing of another run."""
     store, uploads, out = tmp_path / "runs.sqlite", tmp_path / "uploads", tmp_path / "out"
     config = RunConfig(store=store, output_folder=out, services=["bte"], retries=0,
-                       urls={"bte": "http://127.0.0.1:9"})  # each page an error, at once
+                       mode="embedded")
     archive = tar_bytes([("set/html/p1.html", PAGE.encode()),
                          ("set/content/p1.txt", GOLD.encode())])
     with TestClient(create_app(ApiSettings(resume=False, uploads=uploads), config)) as client:

@@ -319,10 +319,10 @@ def test_a_checkpoint_cut_by_a_full_disk_is_not_taken_for_a_cut_store(tmp_path: 
 
 
 def _api(store: Path) -> FastAPI:
-    """The API on `store`; its one service has an address given (nothing is asked
-    there before a run is recorded)."""
+    """The API on `store`; its one service runs in the server's processes (no service
+    is asked for before a run is recorded)."""
     config = RunConfig(store=store, output_folder=store.parent / "out", services=["bte"],
-                       urls={"bte": "http://127.0.0.1:9"})
+                       mode="embedded")
     return create_app(ApiSettings(resume=False), config)
 
 
