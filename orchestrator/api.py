@@ -230,13 +230,11 @@ def _spec_from(config: RunConfig, services: list[str] | None,
     return config.run_spec(services=names, options=options, backend=backend)
 
 
-async def _check_called_services(config: RunConfig, spec: RunSpec) -> None:
-    """Refuse (503) a run whose services are not there or are other services, at the
-    URLs the configuration gives or at ports nobody gave: its pages would all fail, or
-    score another service under the name asked for."""
+async def _check_assumed_services(config: RunConfig, spec: RunSpec) -> None:
+    """Refuse (503) a run whose services at addresses nobody gave (a registry port, a
+    port_base port) are not there or are other services: its pages would all fail."""
     try:
-        await asyncio.to_thread(check_services, config.called_urls(spec, spec.local),
-                                spec.service_token)
+        await asyncio.to_thread(check_services, config.assumed_urls(spec), spec.service_token)
     except StackError as exc:
         raise ServiceError(503, "service_unavailable", _unavailable_detail(exc)) from None
 
@@ -504,7 +502,7 @@ async def post_run(request: Request, api: Api) -> Response:
             raise ServiceError(422, "invalid_request", "give `dataset`, `pages` or an archive")
         try:
             spec = _spec_from(api.run_config, parsed.services, parsed.options, parsed.backend)
-            await _check_called_services(api.run_config, spec)
+            await _check_assumed_services(api.run_config, spec)
             # Again after the awaits above, and the place held until start_task: posts
             # read in parallel cannot all pass the check made before their bodies.
             api.check_queue()

@@ -13,8 +13,6 @@ from orchestrator.config import RunConfig
 from orchestrator.launcher import DEFAULT_PORT_BASE, free_port
 from shared.registry import SERVICES
 from shared.service import create_service_app
-from shared.settings import ServiceSettings
-from tests.servers import serve_service
 
 
 def _resolve(document: dict[str, object], ref: str) -> dict[str, object]:
@@ -147,17 +145,3 @@ def test_a_run_refused_for_want_of_services_names_the_real_settings(tmp_path: Pa
     assert "(`urls`)" not in detail
     assert (accepted.status_code, status) == (202, "finished")
     assert results["bte"]["ok"] == 1
-
-
-def test_a_run_whose_configured_url_is_another_service_is_refused(tmp_path: Path) -> None:
-    """The server's configuration gives bte's URL, but cetd answers there: the run
-    would score cetd under bte's name, so it is refused before it is recorded."""
-    with serve_service("cetd", ServiceSettings()) as (url, _):
-        config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out",
-                           mode="http", urls={"bte": url})
-        with TestClient(create_app(ApiSettings(resume=False), config)) as client:
-            refused = client.post("/runs", json={"pages": [PAGE], "services": ["bte"]})
-            runs = client.get("/runs").json()["runs"]
-    assert refused.status_code == 503, refused.text
-    assert "cetd" in refused.json()["detail"]
-    assert runs == []
