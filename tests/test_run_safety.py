@@ -313,7 +313,9 @@ def test_a_run_lowers_the_switch_interval_and_restores_it_however_it_ends(
         return create_run(store, spec, memory=[in_memory("set", _pages(pages))])
 
     async def overlapping() -> float:
-        first, second = new_run(10), new_run(10)
+        # The second run has pages for 10 s: it still goes on however long the first
+        # takes to cancel, and is cancelled in turn once the interval is read.
+        first, second = new_run(10), new_run(200)
         cancelled = asyncio.create_task(
             execute_run(store, first, extractor=InstantExtractor(0.05)))
         going_on = asyncio.create_task(
@@ -323,7 +325,9 @@ def test_a_run_lowers_the_switch_interval_and_restores_it_however_it_ends(
         cancelled.cancel()
         await asyncio.gather(cancelled, return_exceptions=True)
         during = sys.getswitchinterval()
-        await going_on
+        assert not going_on.done()
+        going_on.cancel()
+        await asyncio.gather(going_on, return_exceptions=True)
         return during
 
     before = 0.004
