@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from orchestrator.models import PageResult, RunInfo, RunStatus
 from orchestrator.testsets import LabelledPage
+from shared.workers import process_exists
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -182,21 +183,11 @@ def _local_pid(owner: str | None) -> int | None:
     return int(pid) if host == socket.gethostname() and pid.isdigit() else None
 
 
-def _process_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 def _owner_gone(owner: str | None) -> bool:
     """Whether the owner of a run is known to have ended: a process of this host that
     no longer exists."""
     pid = _local_pid(owner)
-    return pid is not None and _process_gone(pid)
+    return pid is not None and not process_exists(pid)
 
 
 def run_owner_alive(info: RunInfo) -> bool:
@@ -204,7 +195,7 @@ def run_owner_alive(info: RunInfo) -> bool:
     host (one that must not be doubled). A process of another host cannot be checked:
     most often it is an earlier life of this server (a container recreated), so no."""
     pid = _local_pid(info.owner) if info.status == "running" else None
-    return pid is not None and pid != os.getpid() and not _process_gone(pid)
+    return pid is not None and pid != os.getpid() and process_exists(pid)
 
 
 def _shown(info: RunInfo) -> RunInfo:

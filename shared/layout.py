@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 # The default cap, re-exported: orchestrator/kubernetes.py sizes the pods' memory on it.
 from shared.settings import MAX_BROWSER_BYTES as MAX_BROWSER_BYTES
 from shared.settings import ServiceSettings
-from shared.workers import descendants
+from shared.workers import descendants, process_exists
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Playwright, Route
@@ -434,20 +434,10 @@ def _remove_abandoned_scratch() -> None:
     for entry in entries:
         owner = entry.name.removeprefix(_SCRATCH_PREFIX).partition("-")[0]
         with contextlib.suppress(OSError):  # another process may be removing it too
-            if (owner.isdigit() and not _running(int(owner))
+            if (owner.isdigit() and not process_exists(int(owner))
                     and entry.is_dir(follow_symlinks=False)
                     and entry.stat(follow_symlinks=False).st_uid == os.getuid()):
                 _remove_scratch(entry.path)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's
-        return True
-    return True
 
 
 # <meta http-equiv="refresh">: a refresh to the same document reloads about:blank
