@@ -16,6 +16,7 @@ from typing import Annotated
 
 import httpx
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -32,8 +33,8 @@ from orchestrator.launcher import (
 )
 from orchestrator.service_options import OptionsError, check_options
 from orchestrator.terminal import print_error
-from shared.answer import answer_page
-from shared.contract import bearer_header
+from shared.answer import answer_page, validation_message
+from shared.contract import ExtractReply, bearer_header
 from shared.decoding import NotHTMLError, decode_html
 from shared.registry import get_service
 
@@ -368,4 +369,10 @@ def _extract_over_http(base: str, name: str, request: dict[str, object], token: 
         print_error(console, f"{base} is not the {name} service: {what} answers there "
                              "(--service names it)")
         raise typer.Exit(1)
+    try:  # what a run would refuse on every page is refused here too
+        ExtractReply.model_validate(body)
+    except ValidationError as exc:
+        print_error(console, f"the reply of {base} is not in the /extract contract: "
+                             f"{validation_message(exc, 3)}")
+        raise typer.Exit(1) from None
     return body

@@ -97,7 +97,7 @@ from orchestrator.testsets import (
     open_folder,
     readable_name,
 )
-from shared.answer import ServiceError, finish_reply
+from shared.answer import ServiceError, finish_reply, validation_message
 from shared.contract import Block, ExtractReply, bearer_header
 from shared.decoding import NotHTMLError
 from shared.registry import (
@@ -398,7 +398,8 @@ def _parse_reply(service: str, content: bytes, elapsed_ms: float,
     try:
         body = ExtractReply.model_validate_json(content)
     except ValidationError as exc:
-        return Outcome(error=f"invalid reply from {service}: {exc.errors()[0]['msg']}")
+        # The field named: a service of one's own that adds one fails every page so.
+        return Outcome(error=f"invalid reply from {service}: {validation_message(exc, 1)}")
     return Outcome(body.text, body.blocks, round(elapsed_ms, 3),
                    extract_ms=body.elapsed_ms if extract_ms is None else extract_ms,
                    parse_ms=(time.perf_counter() - parse_started) * 1000,

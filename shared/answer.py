@@ -47,14 +47,21 @@ def validation_message(exc: ValidationError, most: int | None = None) -> str:
     )
 
 
-def body_form(body: bytes, content_type: str) -> str:
+def body_form(body: bytes, content_type: str, query: Mapping[str, str] | None = None) -> str:
     """The request's media type if it is one of the two body forms, else the matching
-    ServiceError (415, or 400 for an empty JSON body). Cheap, so the service process
+    ServiceError (415, 400 for an empty JSON body, 422 for a query string beside a JSON
+    body, which would otherwise be ignored unseen). Cheap, so the service process
     refuses such requests at once instead of queueing them for a worker."""
     media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type == "application/json":
         if not body or body.isspace():  # no copy of the body, unlike strip()
             raise ServiceError(400, "empty_body", "the body is empty")
+        if query:
+            raise ServiceError(
+                422, "invalid_request",
+                f"query parameters ({', '.join(sorted(query))}) are read only with a "
+                "text/html body; with a JSON body, give the url and the options in the "
+                "JSON body")
         return media_type
     if media_type in HTML_TYPES:
         return media_type
@@ -67,12 +74,12 @@ def body_form(body: bytes, content_type: str) -> str:
 
 def parse_extract_request(body: bytes, content_type: str, query: dict[str, str]) -> ExtractRequest:
     """Turn either body form into an ExtractRequest, or raise the matching ServiceError."""
-    if body_form(body, content_type) == "application/json":
+    if body_form(body, content_type, query) == "application/json":
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            detail = f"the body is not valid JSON: {exc}"
-            raise ServiceError(400, "malformed_json", detail) from None
+            raise ServiceError(400, "malformed_json", _json_problem(body, content_type, exc)
+                               ) from None
         if not isinstance(payload, dict):
             raise ServiceError(422, "invalid_request", "the JSON body must be an object")
         try:
@@ -90,6 +97,19 @@ def parse_extract_request(body: bytes, content_type: str, query: dict[str, str])
         raise ServiceError(400, "not_html", str(exc)) from None
     options: dict[str, Any] = {k: v for k, v in query.items() if k != "url"}
     return ExtractRequest(html=html, url=query.get("url"), options=options)
+
+
+def _json_problem(body: bytes, content_type: str, exc: orjson.JSONDecodeError) -> str:
+    """What is wrong with a JSON body: bytes that are not UTF-8 said as such (orjson
+    calls them "surrogates"), else orjson's own words."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        declared = charset_parameter(content_type)
+        said = f"; the Content-Type says charset={declared}" if declared else ""
+        return (f"the body is not UTF-8 (byte 0x{body[bad.start]:02x} at offset "
+                f"{bad.start}{said}): a JSON body must be UTF-8")
+    return f"the body is not valid JSON: {exc}"
 
 
 def _model_fields(value: Any) -> Any:

@@ -84,6 +84,19 @@ async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit
     return b"".join(parts)
 
 
+def check_content_encoding(scope: Scope) -> None:
+    """Refuse (415) a body sent compressed: read as it is, gzip would be answered as
+    "binary, not HTML" and a body labelled with another coding extracted as if it were
+    plain. Accept-Encoding says what is taken (RFC 9110, 15.5.16)."""
+    codings = [value.decode("latin-1").strip() for key, value in scope["headers"]
+               if key == b"content-encoding"]
+    named = ", ".join(coding for coding in codings if coding)
+    if any(part.strip().lower() not in ("", "identity") for part in named.split(",")):
+        raise ServiceError(415, "unsupported_content_encoding",
+                           f"Content-Encoding {named[:100]} is not accepted; send the body "
+                           "uncompressed", {"accept-encoding": "identity"})
+
+
 def check_authorization(given: str, token: str | None) -> None:
     """Refuse (401) an Authorization header that is not `Bearer <token>`, if a token is
     set. The scheme is case-insensitive (RFC 9110, 11.1); the token is compared in
@@ -215,7 +228,9 @@ class TokenGuardedApp(FastAPI):
 
 class ServiceApp(TokenGuardedApp):
     """A service: /extract answered by its ExtractEndpoint (module docstring), the other
-    paths by FastAPI's routes."""
+    paths by FastAPI's routes. HEAD is answered as GET (RFC 9110, 9.3.2), which FastAPI's
+    routes do not: load balancers and monitors probe /health so; the server sends the
+    head of the reply only, as for any HEAD request."""
 
     extract_endpoint: ExtractEndpoint | None = None
 
@@ -224,7 +239,25 @@ class ServiceApp(TokenGuardedApp):
                 and scope["path"] == "/extract":
             await self.extract_endpoint(scope, receive, send)
             return
+        if scope["type"] == "http":
+            if scope["method"] == "HEAD":
+                scope = {**scope, "method": "GET"}
+            send = _allowing_head(send)
         await super().dispatch(scope, receive, send)
+
+
+def _allowing_head(send: Send) -> Send:
+    """`send` with HEAD added to a 405's Allow wherever GET is in it (ServiceApp)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 405:
+            message["headers"] = [
+                (key, value + b", HEAD" if key.lower() == b"allow"
+                 and b"GET" in value.replace(b" ", b"").split(b",") else value)
+                for key, value in message["headers"]]
+        await send(message)
+
+    return sending
 
 
 def starting_detail(pool: WorkerPool) -> str:
@@ -246,8 +279,10 @@ EXTRACT_OPERATION = RawOperation(
                  (401, "A bearer token is set and the request has not got it."),
                  (405, "Any other method than POST."),
                  (413, "The body passes the size limit."),
-                 (415, "Neither application/json nor text/html."),
-                 (422, "Invalid request or options, or the algorithm refused the page."),
+                 (415, "Neither application/json nor text/html, or a compressed body "
+                       "(Content-Encoding)."),
+                 (422, "Invalid request or options (a query string beside a JSON body "
+                       "too), or the algorithm refused the page."),
                  (503, "The workers are starting, or all are busy."),
                  (504, "The extraction passed the time limit."))}},
 )
@@ -270,6 +305,7 @@ class ExtractEndpoint:
             declared = header(scope, b"content-length")
             body = await read_limited(asgi_body_chunks(receive), declared or None,
                                       self.settings.max_body_bytes)
+            check_content_encoding(scope)
             query = dict(parse_qsl(scope["query_string"].decode("latin-1"),
                                    keep_blank_values=True))
             reply = await unless_client_leaves(
@@ -290,7 +326,7 @@ class ExtractEndpoint:
         """The 200 reply's body for one /extract request, or a ServiceError. The worker
         parses, decodes and answers the request (shared/answer.py); this process only
         passes bytes on."""
-        body_form(body, content_type)  # 415 or an empty body: refused without a worker
+        body_form(body, content_type, query)  # refused without a worker: 415, 400, 422
         if not self.pool.ready:
             raise ServiceError(503, "not_ready", starting_detail(self.pool))
         settings = self.settings

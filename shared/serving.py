@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import resource
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from shared.registry import ORCHESTRATOR_PORT, SERVICES
 from shared.settings import HttpLimits
 
 # Descriptors kept free of client connections: worker sockets, log files, SQLite.
@@ -211,19 +213,43 @@ def _port(value: str) -> int:
     return port
 
 
+def default_port(app: str, environ: Mapping[str, str],
+                 env_prefix: str = "BOILERBENCH_") -> int:
+    """The port without --port: the environment's `<prefix>PORT` (the documented setting),
+    else the registry's port of a service's app, else the orchestrator's."""
+    given = environ.get(f"{env_prefix}PORT", "").strip()
+    if given:
+        try:
+            return _port(given)
+        except (ValueError, argparse.ArgumentTypeError):
+            raise argparse.ArgumentTypeError(f"{env_prefix}PORT={given} is no TCP port "
+                                             "(0-65535)") from None
+    for entry in SERVICES.values():
+        if entry.app_path == app:
+            return entry.port
+    return ORCHESTRATOR_PORT
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m shared.serving", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("app", help="module:attribute of the ASGI app")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=_port, default=8000)
+    parser.add_argument("--host", help="default: <env-prefix>HOST, else 127.0.0.1")
+    parser.add_argument("--port", type=_port, help="default: <env-prefix>PORT, else the "
+                        "registry's port of a service's app, else 8000")
     parser.add_argument("--factory", action="store_true", help="the attribute makes the app")
     parser.add_argument("--env-prefix", default="BOILERBENCH_",
                         help="prefix of the limits' environment variables")
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--no-access-log", action="store_true")
     args = parser.parse_args(argv)
-    serve(args.app, args.host, args.port, HttpLimits(_env_prefix=args.env_prefix),
+    host = args.host or os.environ.get(f"{args.env_prefix}HOST", "").strip() or "127.0.0.1"
+    try:
+        port = args.port if args.port is not None else default_port(
+            args.app, os.environ, args.env_prefix)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
+    serve(args.app, host, port, HttpLimits(_env_prefix=args.env_prefix),
           factory=args.factory, log_level=args.log_level, access_log=not args.no_access_log)
 
 
