@@ -8,7 +8,8 @@
                                "services": [...], "options": {...},
                                "backend": "http" | "embedded" (no services needed)}
                                or multipart: an `archive` file (zip/tar of html/ + content/)
-                               with optional `services` (comma list) and `options` (JSON)
+                               with the JSON body's choices as optional text fields:
+                               `services` (comma list), `options` (JSON), `backend`
     GET  /runs                 every run with its progress counts
     GET  /runs/{id}            status, progress per service, warnings
     GET  /runs/{id}/results    the figures (statistics summary) of the results so far
@@ -16,8 +17,10 @@
     GET  /runs/{id}/pages/{page}  one page of a run: its gold text and, per row, the
                                extract, its scores and the missed and extra words
                                (?dataset=NAME when several test sets hold the page id)
-    DELETE /runs/{id}          cancel the run if unfinished, and delete it with its
-                               stored pages, results, outputs and uploaded files
+    DELETE /runs/{id}          cancel the run if this server has it queued or running,
+                               and delete it with its stored pages, results, outputs
+                               and uploaded files (409 while another live process, a
+                               `boilerbench run` or another server, holds it)
     GET  /health
 
 At most `max_running_runs` runs execute at once; later ones wait as "pending",
@@ -33,9 +36,10 @@ store that cannot be used is the server's trouble, not the request's: 507
 while another process holds it; `store_unavailable` when it is damaged, read-only,
 another program's or of a newer boilerbench); what was committed before stays.
 The service URLs come from the configuration only (never from a request), so no
-request makes the server fetch an address of the caller's choosing. A service the
-configuration gives no URL for (a registry port, or a `port_base` stack's) must say
-it is that service on its /info before a run that needs it is accepted (else 503).
+request makes the server fetch an address of the caller's choosing. Every service a
+run calls over HTTP, at the URL the configuration gives or else at its registry port
+(or a `port_base` stack's), must say it is that service on its /info before the run
+is accepted (else 503): another service there would be scored under its name.
 On start the server resumes runs left pending or running by a previous process
 (same store).
 
@@ -57,19 +61,20 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, get_args
 
 import orjson
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 
 from orchestrator.config import ConfigError, RunConfig, load_config
 from orchestrator.launcher import StackError, check_services
 from orchestrator.pagediff import page_diff
 from orchestrator.runner import (
+    Backend,
     DatasetSource,
     RunCancelledError,
     RunSpec,
@@ -83,6 +88,7 @@ from orchestrator.runner import (
 from orchestrator.service_options import OptionsError, check_called, check_options
 from orchestrator.store import (
     UNFINISHED,
+    RunBusyError,
     Store,
     StoreError,
     delete_run_with_folders,
@@ -147,35 +153,28 @@ class ApiSettings(BaseSettings):
         return value or None
 
 
-ARCHIVE_FORM: dict[str, Any] = {
-    "type": "object",
-    "required": ["archive"],
-    "properties": {
-        "archive": {"type": "string", "format": "binary",
-                    "description": "A zip or tar(.gz) of html/ and content/ (and feeds/)."},
-        "services": {"type": "string", "description": "Comma-separated service names; "
-                     "name@label is another row of that service (its own options)."},
-        "options": {"type": "string", "description": "JSON object: options per row."},
-    },
-}
-
-
-class RunRequest(BaseModel):
-    """JSON body of POST /runs."""
+class RunChoices(BaseModel):
+    """How a run is made, whichever way its test sets come: the fields of a JSON body
+    and of an upload's form alike, so both are checked by one model."""
 
     model_config = ConfigDict(extra="forbid")
 
-    dataset: list[str] = Field(default_factory=list)
-    pages: DatasetIn | None = None
     services: list[str] | None = Field(None, description=(
         "Rows to run: service names, or name@label for another row of that service "
         "called with its own options (two settings side by side)."))
     options: dict[str, dict[str, Any]] = Field(default_factory=dict, description=(
         "Options per row (a service's name or name@label)."))
-    backend: Literal["http", "embedded"] | None = Field(None, description=(
+    backend: Backend | None = Field(None, description=(
         "`embedded`: the extractors run in worker processes of the server, so no "
         "service needs to run; `http`: the services are called over HTTP. Default: "
         "the server's configured mode (`embedded` for mode embedded, else `http`)."))
+
+
+class RunRequest(RunChoices):
+    """JSON body of POST /runs."""
+
+    dataset: list[str] = Field(default_factory=list)
+    pages: DatasetIn | None = None
 
     @field_validator("dataset", mode="before")
     @classmethod
@@ -187,6 +186,31 @@ class RunRequest(BaseModel):
     def _bare_list(cls, value: Any) -> Any:
         """`"pages": [{id, html, gold}, ...]`: a list of pages is a test set named inline."""
         return {"pages": value} if isinstance(value, list) else value
+
+
+ARCHIVE_FIELD = "archive"
+
+
+def _archive_form() -> dict[str, Any]:
+    """The multipart body's schema: the archive, and RunChoices' fields as text fields
+    (their descriptions are the JSON body's)."""
+    fields = RunChoices.model_fields
+
+    def text(name: str, how: str = "") -> dict[str, Any]:
+        return {"type": "string", "description": f"{how} {fields[name].description}".strip()}
+
+    return {
+        "type": "object",
+        "required": [ARCHIVE_FIELD],
+        "additionalProperties": False,
+        "properties": {
+            ARCHIVE_FIELD: {"type": "string", "format": "binary", "description":
+                            "A zip or tar(.gz) of html/ and content/ (and feeds/)."},
+            "services": text("services", "Comma-separated, or the field repeated."),
+            "options": text("options", "A JSON object."),
+            "backend": {**text("backend"), "enum": list(get_args(Backend))},
+        },
+    }
 
 
 def _resolve_dataset(path: str, roots: list[Path]) -> Path:
@@ -211,7 +235,7 @@ def _resolve_dataset(path: str, roots: list[Path]) -> Path:
 
 def _spec_from(config: RunConfig, services: list[str] | None,
                options: dict[str, dict[str, Any]],
-               backend: Literal["http", "embedded"] | None) -> RunSpec:
+               backend: Backend | None) -> RunSpec:
     if services == []:  # named, but empty: not a request for the configured services
         raise ServiceError(422, "invalid_request", "`services` names no service")
     names = services or config.services
@@ -230,11 +254,13 @@ def _spec_from(config: RunConfig, services: list[str] | None,
     return config.run_spec(services=names, options=options, backend=backend)
 
 
-async def _check_assumed_services(config: RunConfig, spec: RunSpec) -> None:
-    """Refuse (503) a run whose services at addresses nobody gave (a registry port, a
-    port_base port) are not there or are other services: its pages would all fail."""
+async def _check_called_services(config: RunConfig, spec: RunSpec) -> None:
+    """Refuse (503) a run whose services are not there or are other services, at the
+    URLs the configuration gives or at ports nobody gave: its pages would all fail, or
+    score another service under the name asked for."""
     try:
-        await asyncio.to_thread(check_services, config.assumed_urls(spec), spec.service_token)
+        await asyncio.to_thread(check_services, config.called_urls(spec, spec.local),
+                                spec.service_token)
     except StackError as exc:
         raise ServiceError(503, "service_unavailable", _unavailable_detail(exc)) from None
 
@@ -245,7 +271,8 @@ def _unavailable_detail(exc: StackError) -> str:
     key = f"service.{exc.service or '<name>'}.url"
     return (f"{exc}; start the service, give the server its URL (`{key}` in the server's "
             "configuration file, or BOILERBENCH_URLS), or post the run with "
-            '"backend": "embedded" to run the extractors in the server\'s own processes')
+            '"backend": "embedded" (a form: the field backend=embedded) to run the '
+            "extractors in the server's own processes")
 
 
 @dataclass
@@ -369,6 +396,8 @@ STORE_TROUBLE = ((503, "`store_locked` (with a Retry-After) while another proces
                        "another program's or of a newer boilerbench."),
                  (507, "`store_full`: the disk of the store is full."))
 ONE_RUN = _errors(UNAUTHORIZED, NO_RUN, *STORE_TROUBLE)
+RUN_BUSY = ("`run_busy`: another live process (a `boilerbench run`, another server on "
+            "the store) has the run queued or running; the detail says how to stop it.")
 
 
 @contextlib.asynccontextmanager
@@ -386,10 +415,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     if api.settings.resume:
         for info in reversed(api.store.unfinished_runs()):  # the oldest gets a slot first
             if run_owner_alive(info):
-                log.info("run %s is executing in process %s: not resumed", info.id, info.owner)
+                log.info("run %s is queued or running in process %s: not resumed", info.id,
+                         info.owner)
                 continue
-            if info.status != "pending":
-                api.store.set_status(info.id, "pending")  # until it gets a slot
+            # Pending until it gets a slot, and this server's: no other process
+            # deletes it under the task.
+            api.store.set_status(info.id, "pending")
             spec = api.spec(info.id)
             # A run of a stack started for it is resumed on this server's services.
             known = api.run_config.service_urls
@@ -414,30 +445,55 @@ async def health(api: Api) -> Response:
                           "queued": len(api.tasks) - active})
 
 
-async def _archive_request(request: Request, body: bytes, api: ApiState, run_id: str
-                           ) -> tuple[RunRequest, list[DatasetSource], list[str]]:
-    """POST /runs as a form: the archive unpacked, the services and options fields."""
-    request._body = body  # the form parser reads the body already read (and limited)
-    form = await request.form()
-    upload = form.get("archive")
-    if upload is None or isinstance(upload, str):
-        raise ServiceError(422, "invalid_request", "the form needs an `archive` file")
-    folders, warnings = await api.unpack_upload(upload, run_id)
-    services_field = form.get("services")
-    options_field = form.get("options")
-    try:
-        options = orjson.loads(str(options_field)) if options_field else {}
-    except orjson.JSONDecodeError as exc:
-        raise ServiceError(422, "invalid_request",
-                           f"the `options` field is not JSON: {exc}") from None
-    try:
-        parsed = RunRequest(
-            services=[s.strip() for s in str(services_field).split(",") if s.strip()]
-            if services_field else None,
-            options=options)
+def _form_choices(form: FormData) -> RunChoices:
+    """The run choices of an upload's form, checked by the model that checks a JSON
+    body's, so a value is refused with the same words either way. `services` is a comma
+    list (or the field repeated), `options` JSON text; an empty field counts as not
+    sent, as a browser's form sends every field."""
+    given: dict[str, Any] = {}
+    for key in form:
+        if key == ARCHIVE_FIELD:
+            continue
+        values = form.getlist(key)
+        texts = [value for value in values if isinstance(value, str)]
+        if len(texts) < len(values):
+            raise ServiceError(422, "invalid_request",
+                               f"the `{key}` field is a file; send it as text")
+        texts = [text for text in texts if text.strip()]
+        if not texts:
+            continue
+        if key == "services":
+            given[key] = [name.strip() for text in texts for name in text.split(",")
+                          if name.strip()]
+        elif len(texts) > 1:
+            raise ServiceError(422, "invalid_request", f"the `{key}` field is given "
+                                                       f"{len(texts)} times; give it once")
+        elif key == "options":
+            try:
+                given[key] = orjson.loads(texts[0])
+            except orjson.JSONDecodeError as exc:
+                raise ServiceError(422, "invalid_request",
+                                   f"the `options` field is not JSON: {exc}") from None
+        else:
+            given[key] = texts[0]
+    try:  # as JSON, whose errors pydantic words otherwise than a Python dict's
+        return RunChoices.model_validate_json(orjson.dumps(given))
     except ValidationError as exc:
         raise ServiceError(422, "invalid_request", validation_message(exc)) from None
-    return parsed, folders, warnings
+
+
+async def _archive_request(request: Request, body: bytes, api: ApiState, run_id: str
+                           ) -> tuple[RunChoices, list[DatasetSource], list[str]]:
+    """POST /runs as a form: its run choices, then the archive unpacked (a refused
+    choice costs no unpacking)."""
+    request._body = body  # the form parser reads the body already read (and limited)
+    form = await request.form()
+    upload = form.get(ARCHIVE_FIELD)
+    if upload is None or isinstance(upload, str):
+        raise ServiceError(422, "invalid_request", "the form needs an `archive` file")
+    choices = _form_choices(form)
+    folders, warnings = await api.unpack_upload(upload, run_id)
+    return choices, folders, warnings
 
 
 def _json_request(body: bytes, roots: list[Path]
@@ -477,9 +533,10 @@ def _json_request(body: bytes, roots: list[Path]
               "`invalid_archive`: the detail names what is wrong."),
         (429, "`too_many_runs`: max_queued_runs runs already wait; try again after the "
               "Retry-After."),
-        (503, "`service_unavailable`: a service the run would call at an address no "
-              "setting gives is not there (post with `\"backend\": \"embedded\"` to need "
-              "none); or the store cannot be used (`store_locked`, `store_unavailable`)."),
+        (503, "`service_unavailable`: a service the run would call is not there, or "
+              "another service answers at its address (post with `\"backend\": "
+              "\"embedded\"` to need none); or the store cannot be used (`store_locked`, "
+              "`store_unavailable`)."),
         STORE_TROUBLE[1]))
 async def post_run(request: Request, api: Api) -> Response:
     api.check_queue()
@@ -502,7 +559,7 @@ async def post_run(request: Request, api: Api) -> Response:
             raise ServiceError(422, "invalid_request", "give `dataset`, `pages` or an archive")
         try:
             spec = _spec_from(api.run_config, parsed.services, parsed.options, parsed.backend)
-            await _check_assumed_services(api.run_config, spec)
+            await _check_called_services(api.run_config, spec)
             # Again after the awaits above, and the place held until start_task: posts
             # read in parallel cannot all pass the check made before their bodies.
             api.check_queue()
@@ -554,19 +611,25 @@ async def get_results(run_id: str, api: Api) -> Response:
                           "errors": errors, **api.store.details(run_id)})
 
 
-@router.delete("/runs/{run_id}", responses=ONE_RUN,
+@router.delete("/runs/{run_id}",
+               responses=_errors(UNAUTHORIZED, NO_RUN, (409, RUN_BUSY), *STORE_TROUBLE),
                response_description="`{id, deleted: true, status}`: the run, cancelled "
-                                    "first if it was unfinished, is gone with its files.")
+                                    "first if this server had it queued or running, is "
+                                    "gone with its files.")
 async def delete_run(run_id: str, api: Api) -> Response:
     status = api.run_info(run_id)["status"]
-    if status in UNFINISHED:
-        api.store.set_status(run_id, "cancelled")
     task = api.tasks.get(run_id)
-    if task is not None:
+    if task is not None:  # this server's own run: stopped before it is deleted
+        api.store.set_status(run_id, "cancelled")
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    # As `boilerbench runs delete` does: the store's rows, the outputs, the uploads.
-    if await asyncio.to_thread(delete_run_with_folders, api.store, run_id) is None:
+    # As `boilerbench runs delete` does: the store's rows, the outputs, the uploads;
+    # refused while another live process holds the run.
+    try:
+        deleted = await asyncio.to_thread(delete_run_with_folders, api.store, run_id)
+    except RunBusyError as exc:
+        raise ServiceError(409, "run_busy", str(exc)) from None
+    if deleted is None:
         raise ServiceError(404, "not_found", f"no run {run_id!r}")
     return json_response({"id": run_id, "deleted": True,
                           "status": "cancelled" if status in UNFINISHED else status})
@@ -675,7 +738,7 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
 
     app.include_router(router)
     document_bodies(app, {("/runs", "post"): {"application/json": RunRequest,
-                                              "multipart/form-data": ARCHIVE_FORM}})
+                                              "multipart/form-data": _archive_form()}})
     _document_replies(app)
     install_offline_docs(app)
     return app

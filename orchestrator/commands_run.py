@@ -740,21 +740,20 @@ def runs_delete(
     """Delete a run from the store with its output folder and the archives uploaded for it.
 
     Its stored pages and results go, and so does the folder an archive posted to `serve`
-    for it was unpacked into. A run that another live process is running is refused:
-    `runs cancel` it, and delete it once that process has stopped. An interrupted run
-    may be deleted."""
-    from orchestrator.store import delete_run_with_folders, run_owner_alive
+    for it was unpacked into. A run that another live process has queued or is running
+    (a `serve`, a `run`) is refused: `runs cancel` it, or end that process, first. An
+    interrupted run may be deleted."""
+    from orchestrator.store import RunBusyError, delete_run_with_folders
 
     config, db = _existing_store(config_file, store)
     with _store_failures(db):
-        info = db.run(run_id)
-        if info is None:
+        if db.status(run_id) is None:
             raise _unknown_run(run_id, config)
-        if run_owner_alive(info):
-            _error(f"run {run_id} is running in another process: `boilerbench runs cancel "
-                   f"{run_id}` first, then delete it once it has stopped")
-            raise typer.Exit(1)
-        folders = delete_run_with_folders(db, run_id, keep_output=keep_outputs)
+        try:
+            folders = delete_run_with_folders(db, run_id, keep_output=keep_outputs)
+        except RunBusyError as exc:
+            _error(str(exc))
+            raise typer.Exit(1) from None
     if folders is None:  # deleted by another process in the meantime
         raise _unknown_run(run_id, config)
     output = folders.output

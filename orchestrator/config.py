@@ -277,12 +277,6 @@ class RunConfig(BaseSettings):
         return {name: spec.url(name) for name in spec.called_services
                 if not local or name in self.urls}
 
-    def assumed_urls(self, spec: RunSpec) -> dict[str, str]:
-        """Those of called_urls at an address nobody gave (a registry port, a port_base
-        port)."""
-        return {name: url for name, url in self.called_urls(spec, spec.local).items()
-                if name not in self.urls}
-
     @property
     def store_path(self) -> Path:
         return self.store if self.store is not None else default_store_path()

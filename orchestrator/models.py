@@ -158,4 +158,5 @@ class RunInfo(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     """Progress: e.g. total, ok, error, skipped page results."""
     owner: str | None = None
-    """`host:pid` of the process that last set the run running."""
+    """`host:pid` of the process that recorded the run or last set it pending or
+    running: the one that has it queued or executes it."""

@@ -19,7 +19,10 @@ file) is a StoreError too, its `problem` told by SQLite's result code; a failed 
 rolls back whole, so what was committed before stays and a run resumes from it.
 
 delete_run_with_folders is the one way a run is deleted (`boilerbench runs delete`,
-DELETE /runs/{id}): the store's rows, then the folders the run owns.
+DELETE /runs/{id}): the store's rows, then the folders the run owns. A run is owned by
+the process that recorded it or last set it pending or running (`owner`, host:pid);
+while it is unfinished and that process lives, no other process deletes it
+(RunBusyError): the owner's queued or running task would fail on a run that is gone.
 """
 
 from __future__ import annotations
@@ -87,6 +90,19 @@ StoreProblem = Literal["damaged", "locked", "full", "read_only", "foreign", "new
 another process past the wait), `full` (no space left for it), `read_only` (it or its
 folder cannot be written), `foreign` (not a store of boilerbench), `newer` (of a newer
 SCHEMA_VERSION)."""
+
+
+class RunBusyError(Exception):
+    """A run that another live process holds, queued or running: deleting it would
+    fail that process's task. The message says how to stop it first."""
+
+    def __init__(self, info: RunInfo) -> None:
+        state = "queued" if info.status == "pending" else info.status
+        super().__init__(
+            f"run {info.id} is {state} in another process ({info.owner}): cancel it "
+            f"first (`boilerbench runs cancel {info.id}`, or DELETE /runs/{info.id} to "
+            "the server that holds it, which deletes it too), or end that process")
+        self.info = info
 
 
 class StoreError(Exception):
@@ -174,6 +190,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def _this_owner() -> str:
+    """This process as a run's owner."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def _local_pid(owner: str | None) -> int | None:
     """The pid of a `host:pid` run owner of this host; None for another host's (whose
     process cannot be checked) or no owner."""
@@ -191,10 +212,11 @@ def _owner_gone(owner: str | None) -> bool:
 
 
 def run_owner_alive(info: RunInfo) -> bool:
-    """Whether a run recorded running is being executed by another live process of this
-    host (one that must not be doubled). A process of another host cannot be checked:
-    most often it is an earlier life of this server (a container recreated), so no."""
-    pid = _local_pid(info.owner) if info.status == "running" else None
+    """Whether an unfinished run is held by another live process of this host, which
+    executes it or has it queued (one that must not be doubled, nor the run deleted
+    under it). A process of another host cannot be checked: most often it is an
+    earlier life of this server (a container recreated), so no."""
+    pid = _local_pid(info.owner) if info.status in UNFINISHED else None
     return pid is not None and pid != os.getpid() and process_exists(pid)
 
 
@@ -319,7 +341,9 @@ class Store:
 
     def create_run(self, info: RunInfo, spec: dict[str, Any], warnings: list[str],
                    inputs: Iterable[LabelledPage] = ()) -> None:
-        """Record a new run with its plan, warnings and (inline) input pages at once."""
+        """Record a new run with its plan, warnings and (inline) input pages at once,
+        owned by this process (which executes it or queues it)."""
+        info = info.model_copy(update={"owner": _this_owner()})
         with self._transaction() as db:
             db.execute(
                 "INSERT INTO runs (id, created, updated, status, info, spec, warnings) "
@@ -336,14 +360,15 @@ class Store:
             )
 
     def set_status(self, run_id: str, status: RunStatus, error: str | None = None) -> None:
-        """Record a run's status; setting it running records this process as its owner."""
+        """Record a run's status; setting it pending or running records this process as
+        its owner (it queues or executes the run)."""
         with self._transaction() as db:
             row = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
             if row is None:
                 raise KeyError(run_id)
             update: dict[str, Any] = {"status": status}
-            if status == "running":
-                update["owner"] = f"{socket.gethostname()}:{os.getpid()}"
+            if status in UNFINISHED:
+                update["owner"] = _this_owner()
             info = RunInfo.model_validate_json(row[0]).model_copy(update=update)
             db.execute("UPDATE runs SET status = ?, info = ?, updated = ?, error = ? WHERE id = ?",
                        (status, info.model_dump_json(), _now(), error, run_id))
@@ -374,10 +399,18 @@ class Store:
         return status
 
     def delete_run(self, run_id: str) -> bool:
-        """Remove a run with its stored inputs and page results; False if there was none."""
+        """Remove a run with its stored inputs and page results; False if there was none.
+        RunBusyError, and nothing removed, while another live process holds it (checked
+        in the deleting transaction, so that process cannot take it up in between)."""
         with self._transaction() as db:
-            cursor = db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-            return cursor.rowcount == 1
+            row = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                return False
+            info = RunInfo.model_validate_json(row[0])
+            if run_owner_alive(info):
+                raise RunBusyError(info)
+            db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            return True
 
     def spec(self, run_id: str) -> dict[str, Any]:
         with self._reading() as db:
@@ -517,8 +550,9 @@ def delete_run_with_folders(store: Store, run_id: str, keep_output: bool = False
     """Delete a run from the store with its inputs and results, then the folders it owns
     (its output folder too unless `keep_output`): what `runs delete` and DELETE
     /runs/{id} both do, so neither leaves an upload behind. None if there is no such
-    run. The rows go first: a folder that cannot be removed leaves no run half there.
-    A folder that is a symbolic link is left alone (rmtree follows none)."""
+    run; RunBusyError (nothing deleted) while another live process holds it. The rows
+    go first: a folder that cannot be removed leaves no run half there. A folder that
+    is a symbolic link is left alone (rmtree follows none)."""
     try:
         folders = run_folders(run_id, store.spec(run_id))
     except KeyError:

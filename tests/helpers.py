@@ -213,14 +213,15 @@ def walk_trees(model: Gbdt, row: Sequence[float]) -> float:
     return total
 
 
-def set_run_owner(store: Path, run_id: str, pid: int) -> None:
-    """Record a run as running in process `pid` of this host, as that process would."""
+def set_run_owner(store: Path, run_id: str, pid: int, status: str = "running") -> None:
+    """Record a run as running (or another `status`, such as queued: pending) in process
+    `pid` of this host, as that process would."""
     with sqlite3.connect(store) as db:
         (info,) = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
-        record = orjson.loads(info) | {"status": "running",
+        record = orjson.loads(info) | {"status": status,
                                        "owner": f"{socket.gethostname()}:{pid}"}
-        db.execute("UPDATE runs SET status = 'running', info = ? WHERE id = ?",
-                   (orjson.dumps(record).decode(), run_id))
+        db.execute("UPDATE runs SET status = ?, info = ? WHERE id = ?",
+                   (status, orjson.dumps(record).decode(), run_id))
 
 
 def store_of_runs(path: Path, count: int) -> None:

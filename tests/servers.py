@@ -64,14 +64,23 @@ def serve_app(app: Any, ready_path: str | None = "/health",
         thread.join(timeout=30)
 
 
-def stand_in_service(extract: Callable[..., Awaitable[Any]]) -> FastAPI:
-    """A stand-in for a service: GET /health answers ok, POST /extract is `extract` (a
-    FastAPI endpoint: it may take the Request and return a Response or a JSON body)."""
+def stand_in_service(name: str, extract: Callable[..., Awaitable[Any]]) -> FastAPI:
+    """A stand-in for service `name`: GET /health answers ok, GET /info is the real
+    service's (a run checks it before calling the service there, check_services), POST
+    /extract is `extract` (a FastAPI endpoint: it may take the Request and return a
+    Response or a JSON body)."""
     app = FastAPI()
+    info = SERVICES[name].algorithm().info().model_dump(mode="json")
+    if info["details"] is None:  # as create_service_app leaves it out
+        del info["details"]
 
     @app.get("/health")
     async def health() -> dict[str, str]:
         return {"status": "ok"}
+
+    @app.get("/info")
+    async def get_info() -> dict[str, Any]:
+        return info
 
     app.post("/extract")(extract)
     return app

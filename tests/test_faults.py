@@ -214,7 +214,7 @@ def fake_service(name: str, gate: threading.Event | None) -> FastAPI:
         return JSONResponse({"algorithm": name, "version": "1", "text": text,
                              "blocks": [{"text": text, "is_content": True}], "elapsed_ms": 1.0})
 
-    return stand_in_service(extract)
+    return stand_in_service(name, extract)
 
 
 def test_a_slow_service_does_not_hold_up_the_others(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -13,6 +14,9 @@ from orchestrator.config import RunConfig
 from orchestrator.launcher import DEFAULT_PORT_BASE, free_port
 from shared.registry import SERVICES
 from shared.service import create_service_app
+from shared.settings import ServiceSettings
+from tests.helpers import tar_bytes
+from tests.servers import serve_service
 
 
 def _resolve(document: dict[str, object], ref: str) -> dict[str, object]:
@@ -145,3 +149,73 @@ def test_a_run_refused_for_want_of_services_names_the_real_settings(tmp_path: Pa
     assert "(`urls`)" not in detail
     assert (accepted.status_code, status) == (202, "finished")
     assert results["bte"]["ok"] == 1
+
+
+def test_a_run_whose_configured_url_is_another_service_is_refused(tmp_path: Path) -> None:
+    """The server's configuration gives bte's URL, but cetd answers there: the run
+    would score cetd under bte's name, so it is refused before it is recorded."""
+    with serve_service("cetd", ServiceSettings()) as (url, _):
+        config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out",
+                           mode="http", urls={"bte": url})
+        with TestClient(create_app(ApiSettings(resume=False), config)) as client:
+            refused = client.post("/runs", json={"pages": [PAGE], "services": ["bte"]})
+            runs = client.get("/runs").json()["runs"]
+    assert refused.status_code == 503, refused.text
+    assert "cetd" in refused.json()["detail"]
+    assert runs == []
+
+
+def _archive() -> dict[str, tuple[str, bytes, str]]:
+    """A form's `archive`: a tar of one test set holding PAGE."""
+    data = tar_bytes([("set/html/p.html", PAGE["html"].encode()),
+                      ("set/content/p.txt", PAGE["gold"].encode())])
+    return {"archive": ("set.tar.gz", data, "application/gzip")}
+
+
+def test_an_upload_takes_the_run_choices_of_a_json_body(tmp_path: Path) -> None:
+    """A form chooses the backend, services and options as a JSON body does, checked
+    the same way: with no service running, `backend=embedded` lets an upload run."""
+    with TestClient(create_app(ApiSettings(resume=False),
+                               _config_without_services(tmp_path))) as client:
+        accepted = client.post("/runs", files=_archive(),
+                               data={"services": "bte", "backend": "embedded"})
+        assert accepted.status_code == 202, accepted.text
+        status = _wait_finished(client, accepted.json()["id"])
+        counts = client.get(f"/runs/{accepted.json()['id']}").json()["per_service"]
+        refused = client.post("/runs", files=_archive(), data={"services": "bte"})
+        # Each wrong choice as a form's text field and as a JSON body's value.
+        wrong_choices: list[tuple[dict[str, str], dict[str, Any]]] = [
+            ({"backend": "grpc"}, {"backend": "grpc"}),
+            ({"services": " , "}, {"services": []}),
+            ({"services": "nope"}, {"services": ["nope"]}),
+            ({"options": '{"bte": 1}'}, {"options": {"bte": 1}}),
+            ({"options": '{"bte": {"nope": 1}}'}, {"options": {"bte": {"nope": 1}}}),
+            ({"urls": "http://127.0.0.1:1"}, {"urls": "http://127.0.0.1:1"}),
+        ]
+        for by_form, by_json in wrong_choices:
+            form_reply = client.post("/runs", files=_archive(),
+                                     data={"backend": "embedded", **by_form})
+            json_reply = client.post("/runs", json={"pages": [PAGE], "backend": "embedded",
+                                                    **by_json})
+            assert form_reply.status_code == 422, (by_form, form_reply.text)
+            assert form_reply.json() == json_reply.json(), by_form
+        runs = client.get("/runs").json()["runs"]
+    assert (status, counts["bte"]["ok"]) == ("finished", 1)
+    assert refused.status_code == 503  # without the choice, the server's http mode
+    assert len(runs) == 1
+
+
+def test_the_upload_form_documents_the_run_choices(tmp_path: Path) -> None:
+    config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out")
+    with TestClient(create_app(ApiSettings(resume=False), config)) as client:
+        document = client.get("/openapi.json").json()
+    content = document["paths"]["/runs"]["post"]["requestBody"]["content"]
+    body = _resolve(document, content["application/json"]["schema"]["$ref"])
+    form = content["multipart/form-data"]["schema"]
+    choices = {"services", "options", "backend"}
+    properties = body["properties"]
+    assert isinstance(properties, dict)
+    assert choices <= properties.keys()
+    assert set(form["properties"]) == {"archive", *choices}
+    assert form["properties"]["backend"]["enum"] == ["http", "embedded"]
+    assert form["additionalProperties"] is False

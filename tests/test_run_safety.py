@@ -23,6 +23,7 @@ import asyncio
 import csv
 import functools
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -401,6 +402,50 @@ def test_runs_delete_command(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_run_another_live_process_holds_is_deleted_by_neither_cli_nor_api(
+        tmp_path: Path) -> None:
+    """A run queued or running in another live process (a server, a `run`) is refused by
+    `runs delete` (exit 1, one line saying how to stop it) and by DELETE /runs/{id}
+    (409), and stays as it was, not cancelled; once that process has ended, either
+    deletes it."""
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    spec = RunSpec(datasets=[], services=["justext"], output_folder=str(tmp_path / "out"))
+    queued, running = (create_run(store, spec, memory=[in_memory("set", _pages(1))])
+                       for _ in range(2))
+    store.close()
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    config = RunConfig(store=path, output_folder=tmp_path / "out", mode="embedded")
+    try:
+        set_run_owner(path, queued, owner.pid, "pending")
+        set_run_owner(path, running, owner.pid)
+        with TestClient(create_app(ApiSettings(resume=False), config)) as client:
+            for run_id, status, state in ((queued, "pending", "queued"),
+                                          (running, "running", "running")):
+                by_cli = CliRunner().invoke(cli_app, ["runs", "delete", run_id, "--store",
+                                                      str(path)])
+                assert by_cli.exit_code == 1, by_cli.output
+                assert len(by_cli.output.strip().splitlines()) == 1, by_cli.output
+                assert f"is {state} in another process" in by_cli.output
+                assert f"boilerbench runs cancel {run_id}" in by_cli.output
+                by_api = client.delete(f"/runs/{run_id}")
+                assert by_api.status_code == 409, by_api.text
+                assert by_api.json()["error"] == "run_busy"
+                assert f"(`boilerbench runs cancel {run_id}`" in by_api.json()["detail"]
+                assert client.get(f"/runs/{run_id}").json()["status"] == status
+            documented = client.get("/openapi.json").json()["paths"]["/runs/{run_id}"]
+            assert "409" in documented["delete"]["responses"]
+            owner.kill()
+            owner.wait()
+            assert client.delete(f"/runs/{running}").status_code == 200
+        by_cli = CliRunner().invoke(cli_app, ["runs", "delete", queued, "--store", str(path)])
+        assert by_cli.exit_code == 0, by_cli.output
+        assert Store(path).runs() == []
+    finally:
+        owner.kill()
+        owner.wait()
+
+
 # ---------------------------------------------------------------- the API under load
 
 def _slow_service(delay: float) -> FastAPI:
@@ -411,7 +456,7 @@ def _slow_service(delay: float) -> FastAPI:
         return {"text": GOLD, "blocks": [], "algorithm": "justext", "version": "1",
                 "elapsed_ms": 1.0}
 
-    return stand_in_service(extract)
+    return stand_in_service("justext", extract)
 
 
 @pytest.fixture
@@ -503,9 +548,33 @@ def test_a_finished_run_whose_report_is_gone_gets_404(api: tuple[str, Path, Path
     assert (reply.status_code, reply.json()["error"]) == (404, "report_missing")
 
 
+def test_runs_delete_refuses_the_runs_a_server_has_queued_or_running(
+        api: tuple[str, Path, Path], tmp_path: Path) -> None:
+    """A server's queued run and its running one are its own: `boilerbench runs delete`
+    from another process refuses both (the server's task would fail on a run gone),
+    and the server's DELETE /runs/{id} deletes them."""
+    url, _, _ = api
+    running = _inline_run(url, pages=20).json()["id"]
+    queued = _inline_run(url).json()["id"]
+    assert _wait_status(url, running, "running")["status"] == "running"
+    for run_id in (queued, running):
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "runs", "delete", run_id,
+             "--store", str(tmp_path / "store.sqlite")],
+            cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "in another process" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert httpx.get(f"{url}/runs/{queued}", headers=AUTH).json()["status"] == "pending"
+    for run_id in (queued, running):
+        assert httpx.delete(f"{url}/runs/{run_id}", headers=AUTH).status_code == 200
+    assert httpx.get(f"{url}/runs", headers=AUTH).json()["runs"] == []
+
+
 def test_a_restart_resumes_runs_of_dead_processes_only(tmp_path: Path) -> None:
-    """A run another live process executes is left to it; an interrupted one waits
-    (pending) for a slot, the oldest first; an upload a crash left half unpacked goes."""
+    """A run another live process executes is left to it; one whose process died, running
+    or queued, waits (pending) for a slot, the oldest first, as this server's; an upload
+    a crash left half unpacked goes."""
     store = Store(tmp_path / "store.sqlite")
     spec = RunSpec(datasets=[], services=["justext"], concurrency=1,
                    output_folder=str(tmp_path / "out"))
@@ -518,7 +587,8 @@ def test_a_restart_resumes_runs_of_dead_processes_only(tmp_path: Path) -> None:
     try:
         store.close()
         for run_id, pid in ((older, dead.pid), (newer, dead.pid), (alive, sleeper.pid)):
-            set_run_owner(tmp_path / "store.sqlite", run_id, pid)
+            set_run_owner(tmp_path / "store.sqlite", run_id, pid,
+                          "pending" if run_id == newer else "running")
         crashed_upload = tmp_path / "uploads" / "0123456789ab.partial"
         crashed_upload.mkdir(parents=True)
         started: list[str] = []
@@ -530,6 +600,14 @@ def test_a_restart_resumes_runs_of_dead_processes_only(tmp_path: Path) -> None:
             shown = {r["id"]: r["status"] for r in client.get("/runs").json()["runs"]}
         assert started == [older, newer]
         assert shown == {older: "pending", newer: "pending", alive: "running"}
+        # Resumed, they are this server's: no other process deletes them under it.
+        store = Store(tmp_path / "store.sqlite")
+        owners = {run_id: info.owner for run_id in (older, newer, alive)
+                  if (info := store.run(run_id)) is not None}
+        store.close()
+        assert owners == {older: f"{socket.gethostname()}:{os.getpid()}",
+                          newer: f"{socket.gethostname()}:{os.getpid()}",
+                          alive: f"{socket.gethostname()}:{sleeper.pid}"}
         assert not crashed_upload.exists()
     finally:
         sleeper.kill()
@@ -548,7 +626,7 @@ def test_a_busy_service_is_asked_again_not_recorded_as_failing(tmp_path: Path) -
                         b'"elapsed_ms":1.0}' % GOLD.encode(), media_type="application/json")
 
     store = Store(tmp_path / "store.sqlite")
-    with serve_app(stand_in_service(extract)) as url:
+    with serve_app(stand_in_service("justext", extract)) as url:
         spec = RunSpec(datasets=[], services=["justext"], urls={"justext": url}, retries=0,
                        output_folder=str(tmp_path / "out"),
                        backoff_s=0.05, concurrency=1)

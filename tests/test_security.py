@@ -47,7 +47,7 @@ from shared.registry import SERVICES
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
 from tests.helpers import assert_error, tar_bytes, write_test_set
-from tests.servers import free_port, serve_app
+from tests.servers import free_port, serve_app, stand_in_service
 
 LIMIT = 64 * 1024
 PAGE = "<html><body><p>The harbour bridge opened again after repairs.</p></body></html>"
@@ -333,18 +333,24 @@ def test_rss_feed_url_refused_by_default_and_off_the_allow_list(
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The orchestrator on a free port with a token, a small body limit and one allowed root.
-    Its service URL points at a closed port: accepted runs end with errors, never a fetch."""
+    Its one service is a stand-in that refuses every page: accepted runs end with
+    errors, and no address a request names is ever fetched."""
     root = tmp_path / "allowed"
     write_test_set(root / "set", {"p1": (PAGE, "The harbour bridge opened again.")})
     outside = write_test_set(tmp_path / "outside", {})
     (root / "link").symlink_to(outside, target_is_directory=True)
     settings = ApiSettings(token="api-token", max_body_bytes=LIMIT, allowed_roots=[root],
                            resume=False)
-    config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out",
-                       services=["justext"], urls={"justext": f"http://127.0.0.1:{free_port()}"},
-                       retries=0, timeout_s=5)
-    with serve_app(create_app(settings, config)) as url:
-        yield url, tmp_path
+
+    async def refuse() -> PlainTextResponse:
+        return PlainTextResponse("no extraction here", status_code=500)
+
+    with serve_app(stand_in_service("justext", refuse)) as service_url:
+        config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out",
+                           services=["justext"], urls={"justext": service_url},
+                           retries=0, timeout_s=5)
+        with serve_app(create_app(settings, config)) as url:
+            yield url, tmp_path
 
 
 AUTH = {"authorization": "Bearer api-token"}
