@@ -269,7 +269,8 @@ def run(
                 _error(f"no run {run_id!r} in {config.store_path}" + _store_hint(run_id, config))
                 raise typer.Exit(2)
             if run_owner_alive(info):
-                _error(f"run {run_id} is being executed by process {info.owner}: wait for "
+                state = "queued" if info.status == "pending" else "running"
+                _error(f"run {run_id} is {state} in process {info.owner}: wait for "
                        f"it, or stop it with `boilerbench runs cancel {run_id}`")
                 raise typer.Exit(2)
             spec = RunSpec.model_validate(db.spec(run_id))

@@ -979,12 +979,15 @@ def _raise_if_cancelled(store: Store, run_id: str) -> None:
 
 def _start_run(store: Store, run_id: str, urls: dict[str, str] | None) -> RunSpec:
     """The run's spec (with `urls` over the stored ones), its status set to running;
-    RunCancelledError for a cancelled run."""
-    spec = RunSpec.model_validate(store.spec(run_id))
+    RunCancelledError for a cancelled run, or one deleted while it waited for a slot."""
+    _raise_if_cancelled(store, run_id)
+    try:
+        spec = RunSpec.model_validate(store.spec(run_id))
+        store.set_status(run_id, "running")
+    except KeyError:  # deleted since the check above
+        raise RunCancelledError(f"run {run_id} was deleted") from None
     if urls:
         spec = spec.model_copy(update={"urls": {**spec.urls, **urls}})
-    _raise_if_cancelled(store, run_id)
-    store.set_status(run_id, "running")
     return spec
 
 

@@ -916,7 +916,10 @@ def test_run_refuses_at_once_what_it_could_not_finish(tmp_path: Path,
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         set_run_owner(store, run_id, sleeper.pid)
-        assert "being executed by process" in refused("run", "--resume", run_id)
+        assert f"is running in process {socket.gethostname()}:{sleeper.pid}" in refused(
+            "run", "--resume", run_id)
+        set_run_owner(store, run_id, sleeper.pid, "pending")
+        assert "is queued in process" in refused("run", "--resume", run_id)
     finally:
         sleeper.kill()
         sleeper.wait()

@@ -294,6 +294,24 @@ def test_a_run_stopped_from_another_process_stops_cleanly(how: str, tmp_path: Pa
     store.close()
 
 
+@pytest.mark.parametrize("how", ["cancelled", "deleted"])
+def test_a_queued_run_stopped_before_it_starts_is_not_started(how: str, tmp_path: Path
+                                                               ) -> None:
+    """Cancelled, or cancelled and then deleted, while it waits for a slot: the queued
+    task ends as cancelled when its turn comes, and does not fail on the missing run."""
+    store = Store(tmp_path / "store.sqlite")
+    spec = RunSpec(datasets=[], services=["justext"], concurrency=1,
+                   output_folder=str(tmp_path / "out"))
+    run_id = create_run(store, spec, memory=[in_memory("set", _pages(3))])
+    store.set_status(run_id, "cancelled")
+    if how == "deleted":
+        store.delete_run(run_id)
+    with pytest.raises(RunCancelledError, match=how):
+        asyncio.run(execute_run(store, run_id, extractor=InstantExtractor(0.0)))
+    assert store.status(run_id) == (None if how == "deleted" else "cancelled")
+    store.close()
+
+
 class BrokenExtractor(InstantExtractor):
     """An extractor double with a bug: every call raises."""
 
