@@ -207,7 +207,9 @@ async def send_error(send: Send, exc: ServiceError) -> None:
 class TokenGuardedApp(FastAPI):
     """FastAPI with the bearer token (if set) asked on the raw ASGI interface for every
     path but OPEN_PATHS, the schema and its pages (/docs, /openapi.json) included,
-    before any route, middleware or body is touched."""
+    before any route, middleware or body is touched. HEAD is answered as GET (RFC 9110,
+    9.3.2), which FastAPI's routes do not: load balancers and monitors probe /health
+    so; the server sends the head of the reply only, as for any HEAD request."""
 
     token: str | None = None
 
@@ -223,14 +225,16 @@ class TokenGuardedApp(FastAPI):
 
     async def dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The request, once authorised: FastAPI's routes."""
+        if scope["type"] == "http":
+            if scope["method"] == "HEAD":
+                scope = {**scope, "method": "GET"}
+            send = _allowing_head(send)
         await super().__call__(scope, receive, send)
 
 
 class ServiceApp(TokenGuardedApp):
     """A service: /extract answered by its ExtractEndpoint (module docstring), the other
-    paths by FastAPI's routes. HEAD is answered as GET (RFC 9110, 9.3.2), which FastAPI's
-    routes do not: load balancers and monitors probe /health so; the server sends the
-    head of the reply only, as for any HEAD request."""
+    paths by FastAPI's routes."""
 
     extract_endpoint: ExtractEndpoint | None = None
 
@@ -239,15 +243,11 @@ class ServiceApp(TokenGuardedApp):
                 and scope["path"] == "/extract":
             await self.extract_endpoint(scope, receive, send)
             return
-        if scope["type"] == "http":
-            if scope["method"] == "HEAD":
-                scope = {**scope, "method": "GET"}
-            send = _allowing_head(send)
         await super().dispatch(scope, receive, send)
 
 
 def _allowing_head(send: Send) -> Send:
-    """`send` with HEAD added to a 405's Allow wherever GET is in it (ServiceApp)."""
+    """`send` with HEAD added to a 405's Allow wherever GET is in it."""
 
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start" and message["status"] == 405:

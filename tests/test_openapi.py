@@ -219,3 +219,20 @@ def test_the_upload_form_documents_the_run_choices(tmp_path: Path) -> None:
     assert set(form["properties"]) == {"archive", *choices}
     assert form["properties"]["backend"]["enum"] == ["http", "embedded"]
     assert form["additionalProperties"] is False
+
+
+def test_the_api_answers_head_as_get(tmp_path: Path) -> None:
+    """HEAD /health and HEAD /runs answer as GET does, without a body (monitors probe
+    so); a path that takes no GET still names its methods."""
+    config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out")
+    with TestClient(create_app(ApiSettings(resume=False), config)) as client:
+        for path in ("/health", "/runs"):
+            got, head = client.get(path), client.head(path)
+            assert head.status_code == got.status_code == 200, (path, head.text)
+            assert head.content == b""
+            assert head.headers["content-length"] == str(len(got.content))
+        refused = client.head("/runs/abc/report")
+        other = client.put("/health")
+    assert refused.status_code == 404
+    assert other.status_code == 405
+    assert set(other.headers["allow"].replace(" ", "").split(",")) == {"GET", "HEAD"}
