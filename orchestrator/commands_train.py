@@ -17,6 +17,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from orchestrator.terminal import escape
+
 console = Console(stderr=True)
 app = typer.Typer(help="Train the learned parts of the services.", no_args_is_help=True)
 
@@ -38,7 +40,7 @@ def _check_datasets(datasets: list[Path]) -> None:
     """Refuse, before any work, what training cannot use: fewer than two datasets (no
     dataset to leave out), one named twice, a folder without html/ or content/, or a
     page without its gold text."""
-    from shared.training import page_ids  # the pages training reads
+    from shared.training import TrainingDataError, pair_dataset  # as training pairs
 
     if len(datasets) < 2:
         raise typer.BadParameter("give at least two datasets: each is scored by a model "
@@ -48,15 +50,14 @@ def _check_datasets(datasets: list[Path]) -> None:
         raise typer.BadParameter(f"datasets named twice: {', '.join(names)}",
                                  param_hint="--dataset")
     for folder in datasets:
-        for sub in ("html", "content"):
-            if not (folder / sub).is_dir():
-                raise typer.BadParameter(f"{folder} has no {sub}/ folder",
-                                         param_hint="--dataset")
-        pages = set(page_ids(folder))
-        if not pages:
+        try:
+            paired = pair_dataset(folder)
+        except TrainingDataError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--dataset") from None
+        if not paired.pairing.html:
             raise typer.BadParameter(f"{folder}/html holds no .html page",
                                      param_hint="--dataset")
-        missing = sorted(pages - {p.stem for p in (folder / "content").glob("*.txt")})
+        missing = sorted(set(paired.pairing.html) - set(paired.ids))
         if missing:
             shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
             raise typer.BadParameter(f"{folder}: {len(missing)} pages without gold text in "
@@ -88,6 +89,11 @@ def _data_errors() -> Iterator[None]:
         raise typer.BadParameter(str(exc), param_hint="--dataset") from None
 
 
+def _log(line: str) -> None:
+    """A training log line, shown as it is (a file name may hold `[...]`)."""
+    console.print(escape(line))
+
+
 def _summary(metadata: dict[str, Any], out: Path) -> None:
     lodo = metadata["leave_one_dataset_out"]
     console.print(f"shipped {metadata['shipped']}: leave-one-dataset-out word F1 "
@@ -116,7 +122,7 @@ def density(
     _check_out(out)
     with _data_errors():
         model = train_density(dataset, out, seed=seed, limit=limit, workers=workers or 2,
-                              log=console.print)
+                              log=_log)
     _summary(model.metadata, out)
 
 
@@ -140,7 +146,7 @@ def fusion(
     _check_out(out)
     with _data_errors():
         model = train_fusion(dataset, out, seed=seed, limit=limit, workers=workers,
-                             log=console.print)
+                             log=_log)
     _summary(model.metadata, out)
 
 
@@ -173,7 +179,7 @@ def ensemble(
     costs = None if costs_from is None else _recorded_costs(costs_from)
     with _data_errors():
         model = train_ensemble(dataset, out, seed=seed, workers=workers, costs=costs,
-                               log=console.print)
+                               log=_log)
     evaluation = model.metadata["evaluation"]
     console.print(f"leave-one-dataset-out word F1 (default members "
                   f"{', '.join(model.default_members)}): {evaluation['default_members']}; "

@@ -2,11 +2,10 @@
 
 A test set is pages with gold text (Rolli 2014, appendix B, f2): `html/<id>.html` and
 `content/<id>.txt` paired by file name, optionally `feeds/<id>.xml` (the page's
-RSS/Atom feed, for the rss service). Names are compared in Unicode normal form NFC,
-the id is that form, and each file is read by its own name: macOS writes names in
-NFD, other systems mostly in NFC, and a test set gathered from both pairs all the
-same. Files without a partner, and what cannot be a page's file (sub-folders, broken
-links), are listed as warnings in the run's results, never silently dropped.
+RSS/Atom feed, for the rss service), as shared.pairing pairs them (training pairs
+dataset folders the same way). Files without a partner, and what cannot be a page's
+file (sub-folders, broken links), are listed as warnings in the run's results, never
+silently dropped.
 
 Archives come from users over HTTP, so they are unpacked member by member, each
 streamed to a file of our own under limits counted on the bytes really unpacked
@@ -19,7 +18,6 @@ archive library itself.
 from __future__ import annotations
 
 import asyncio
-import errno
 import gzip
 import io
 import json
@@ -41,10 +39,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from shared.answer import validation_message
 from shared.decoding import decode_gold, decode_html
+from shared.pairing import pair_files as pair_files  # re-exported: imported from here
+from shared.pairing import pair_folders
+from shared.pairing import readable_name as readable_name  # re-exported, and used here
 
-HTML_SUFFIXES = (".html", ".htm")
-GOLD_SUFFIX = ".txt"
-FEED_SUFFIX = ".xml"
 _WORDS = re.compile(r"\w+")
 
 
@@ -93,92 +91,6 @@ def read_gold(data: bytes) -> str:
     return decode_gold(data)[0]
 
 
-@dataclass(frozen=True)
-class Pairing:
-    """Paired ids, the file chosen for each id in each folder, and warnings naming
-    every file left out."""
-
-    ids: list[str]
-    warnings: list[str]
-    html: dict[str, str]
-    content: dict[str, str]
-    feeds: dict[str, str]
-
-
-def normal_form(name: str) -> str:
-    """Which Unicode normal form a name is in, to tell apart two names that print alike."""
-    for form in ("NFC", "NFD"):
-        if unicodedata.is_normalized(form, name):
-            return form
-    return "neither NFC nor NFD"
-
-
-def pair_files(html: Iterable[str], content: Iterable[str], feeds: Iterable[str] = (),
-               dataset: str = "") -> Pairing:
-    """Pair file names by id: the name without its suffix (which is matched in any case)
-    in normal form NFC, so that `café` written in NFD by macOS pairs with `café` in NFC.
-    Of two files with one id in a folder the first by name is used; pages are read
-    from the names chosen here, so a file that a warning calls ignored is never the one
-    read. Two names that differ only in normal form print alike: their warning spells
-    them out."""
-    prefix = f"{dataset}: " if dataset else ""
-    warnings: list[str] = []
-
-    def by_id(names: Iterable[str], suffixes: tuple[str, ...], folder: str) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for name in sorted(names):
-            if name.startswith("."):
-                continue
-            stem, dot, suffix = name.rpartition(".")
-            if not dot or f".{suffix.lower()}" not in suffixes:
-                warnings.append(f"{prefix}{folder}/{name}: not a {'/'.join(suffixes)} file; "
-                                "ignored")
-                continue
-            page_id = unicodedata.normalize("NFC", stem)
-            if page_id not in found:
-                found[page_id] = name
-                continue
-            kept = found[page_id]
-            if kept.rpartition(".")[0] == stem:
-                warnings.append(f"{prefix}{folder}/{name}: same id as {folder}/{kept}; ignored")
-            else:
-                warnings.append(
-                    f"{prefix}{folder}/{name}: same id as {folder}/{kept}, the same name in "
-                    f"another Unicode normal form ({name!a} is {normal_form(name)}, "
-                    f"{kept!a} {normal_form(kept)}); ignored")
-        return found
-
-    pages = by_id(html, HTML_SUFFIXES, "html")
-    golds = by_id(content, (GOLD_SUFFIX,), "content")
-    feed_ids = by_id(feeds, (FEED_SUFFIX,), "feeds")
-    paired = sorted(set(pages) & set(golds))
-    for page_id in sorted(set(pages) - set(golds)):
-        warnings.append(f"{prefix}html/{pages[page_id]} has no content/{page_id}.txt; not used")
-    for page_id in sorted(set(golds) - set(pages)):
-        warnings.append(f"{prefix}content/{golds[page_id]} has no html/{page_id}.html; not used")
-    for page_id in sorted(set(feed_ids) - set(paired)):
-        warnings.append(f"{prefix}feeds/{feed_ids[page_id]} belongs to no test page; not used")
-    return Pairing(paired, warnings, pages, golds, feed_ids)
-
-
-def readable_name(name: str) -> str:
-    """A file name as text: bytes that are not UTF-8 (kept by Python as lone
-    surrogates, which no encoder takes, so the store could not hold the name) become
-    U+FFFD."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def _unresolved(path: Path, exc: OSError | RuntimeError) -> str:
-    """Why a folder entry cannot be followed, in the words its owner would use: a
-    link to a missing target is a broken link, whatever the error says."""
-    if isinstance(exc, RuntimeError) or exc.errno == errno.ELOOP:
-        return "a link in a loop"  # RuntimeError up to Python 3.12, ELOOP after
-    if isinstance(exc, FileNotFoundError):
-        return ("a broken link (its target does not exist)" if path.is_symlink()
-                else "gone since the folder was listed")
-    return f"cannot be read ({exc.strerror or exc})"
-
-
 def open_folder(name: str, html_folder: Path, content_folder: Path,
                 feeds_folder: Path | None = None, roots: Sequence[Path] | None = None
                 ) -> Dataset:
@@ -193,51 +105,17 @@ def open_folder(name: str, html_folder: Path, content_folder: Path,
     for label, folder in (("html", html_folder), ("content", content_folder)):
         if not folder.is_dir():
             raise DatasetError(f"{name}: the {label} folder {folder} does not exist")
-    unusable: list[str] = []
-
-    def files_of(folder: Path, label: str) -> dict[str, Path]:
-        found: dict[str, Path] = {}
-        for path in sorted(folder.iterdir()):
-            if path.name.startswith("."):
-                continue
-            shown = readable_name(path.name)
-            where = f"{name}: {label}/{shown}"
-            try:
-                real = path.resolve(strict=True)
-            except (OSError, RuntimeError) as exc:
-                unusable.append(f"{where}: {_unresolved(path, exc)}; not used")
-                continue
-            # A link is named as one: the folder a user meets may be its target.
-            link = path.is_symlink()
-            if roots is not None and not any(real.is_relative_to(r) for r in roots):
-                unusable.append(f"{where} lies outside the allowed folders; not used")
-            elif real.is_dir():
-                what = "a link to a folder" if link else "a folder"
-                unusable.append(f"{where}: {what}; files in sub-folders are not read")
-            elif not real.is_file():
-                what = "a link to what is not a regular file" if link else "not a regular file"
-                unusable.append(f"{where}: {what}; not used")
-            elif shown in found:
-                unusable.append(f"{where}: its name is not UTF-8 and reads as another "
-                                "file's; not used")
-            else:
-                found[shown] = real
-        return found
-
-    html_files = files_of(html_folder, "html")
-    gold_files = files_of(content_folder, "content")
-    feed_files = (files_of(feeds_folder, "feeds")
-                  if feeds_folder is not None and feeds_folder.is_dir() else {})
-    pairing = pair_files(html_files, gold_files, feed_files, name)
-    warnings = unusable + pairing.warnings
+    folders = pair_folders(name, html_folder, content_folder, feeds_folder, roots)
+    pairing = folders.pairing
+    warnings = list(folders.warnings)
 
     def load(page_id: str) -> LabelledPage:
         gold_name = pairing.content[page_id]
         feed_name = pairing.feeds.get(page_id)
         try:
-            gold, note = decode_gold(gold_files[gold_name].read_bytes())
-            html = html_files[pairing.html[page_id]].read_bytes()
-            feed = (read_gold(feed_files[feed_name].read_bytes())
+            gold, note = decode_gold(folders.content[gold_name].read_bytes())
+            html = folders.html_file(page_id).read_bytes()
+            feed = (read_gold(folders.feeds[feed_name].read_bytes())
                     if feed_name is not None else None)
         except OSError as exc:  # gone or unreadable since the folder was listed
             raise DatasetError(f"{name}/{page_id}: cannot read {exc.filename}: "
@@ -247,7 +125,7 @@ def open_folder(name: str, html_folder: Path, content_folder: Path,
 
     if not pairing.ids:
         warnings.append(f"{name}: no page has both an html and a content file")
-    return Dataset(name, pairing.ids, load, warnings, has_feeds=bool(feed_files))
+    return Dataset(name, pairing.ids, load, warnings, has_feeds=bool(folders.feeds))
 
 
 def open_dataset_dir(folder: Path, name: str | None = None) -> Dataset:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import re
+import unicodedata
 
 from charset_normalizer import from_bytes
 
@@ -170,6 +171,70 @@ def _utf16_from_nul_bytes(data: bytes) -> str | None:
     return codec if controls <= _MAX_CONTROL_SHARE * len(text) else None
 
 
+# Read as UTF-8 or a legacy charset, UTF-16 text in a CJK script shows control bytes:
+# about one ideograph in nine has a low byte below 0x20 (so do the ideographic comma and
+# full stop, U+3001 and U+3002) and each ASCII character a NUL. Text really in those
+# encodings holds none but a stray one (a DOS end-of-file mark, a pasted escape), so
+# controls are evidence from two on and at this share of the UTF-16 characters.
+_UTF16_MIN_CONTROLS = 2
+_UTF16_MIN_CONTROL_SHARE = 1 / 16
+# The C0 controls but NUL and the white space: as bytes of UTF-16 text they are the low
+# bytes of characters (a high byte among them would make a character of U+0100-U+1FFF,
+# Latin Extended to Greek Extended, rare in CJK text).
+_C0_CODES = frozenset(_CONTROL_CODES - {0x00, 0x7F})
+_NOT_C0 = bytes(b for b in range(256) if b not in _C0_CODES)
+# What a UTF-16 reading of other text shows and text written in UTF-16 does not hold:
+# controls (but tab, line ends, form feed), unassigned code points, private use,
+# surrogates, and format characters but those text carries (soft hyphen, zero-width
+# space and joiners, direction marks, word joiner, BOM). ASCII read as UTF-16 gives
+# U+2061-U+206F (invisible operators, bidi isolates) or unassigned U+2065, U+2072,
+# U+2073 for most word ends before a space.
+_NOT_TEXT = frozenset({"Cc", "Cn", "Co", "Cs"})
+_TEXT_CONTROLS = frozenset("\t\n\x0c\r")
+_TEXT_FORMATS = frozenset("\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff")
+
+
+def _plausible_text(data: bytes, codec: str) -> bool:
+    """Whether `data` decodes under `codec` to text a person wrote (_NOT_TEXT)."""
+    try:
+        text = data.decode(codec)
+    except UnicodeDecodeError:
+        return False
+    for char in set(text):
+        category = unicodedata.category(char)
+        if ((category in _NOT_TEXT and char not in _TEXT_CONTROLS)
+                or (category == "Cf" and char not in _TEXT_FORMATS)):
+            return False
+    return True
+
+
+def _utf16_from_controls(data: bytes) -> str | None:
+    """The codec of UTF-16 text without a byte-order mark and with too few NUL bytes for
+    _utf16_from_nul_bytes (CJK text: no ideograph or kana has one), told by the control
+    bytes it shows when read as UTF-8 or a legacy charset (_UTF16_MIN_CONTROL_SHARE).
+    Its C0 controls are low bytes of characters, so they stand on one side (four to
+    one at least, as _utf16_from_nul_bytes asks of NULs), and the reading must be
+    plausible text (_NOT_TEXT). Where both byte orders pass (a short text), the high
+    bytes are the side of fewer distinct values: a script fills few blocks of 256 code
+    points. Such text may be valid UTF-8 too, so this goes before UTF-8."""
+    if len(data) < 2 or len(data) % 2 or any(data.startswith(bom) for bom, _ in _BOMS):
+        return None
+    controls = len(data.translate(None, _NOT_CONTROL))
+    if controls < max(_UTF16_MIN_CONTROLS, _UTF16_MIN_CONTROL_SHARE * (len(data) // 2)):
+        return None
+    even = len(data[0::2].translate(None, _NOT_C0))
+    odd = len(data[1::2].translate(None, _NOT_C0))
+    plausible = [codec for codec, low, high in (("utf-16-le", even, odd),
+                                                ("utf-16-be", odd, even))
+                 if 4 * high <= low and _plausible_text(data, codec)]
+    if len(plausible) < 2:
+        return plausible[0] if plausible else None
+    even_values, odd_values = len(set(data[0::2])), len(set(data[1::2]))
+    if even_values == odd_values:
+        return None
+    return "utf-16-le" if odd_values < even_values else "utf-16-be"
+
+
 def _latin_script(data: bytes) -> bool:
     """Whether most non-ASCII bytes stand alone (accents and quotes in Latin-script text,
     in a single-byte charset) rather than in runs (words of a non-Latin script, or
@@ -225,9 +290,11 @@ def decode_gold(data: bytes) -> tuple[str, str | None]:
     characters that would count as words missed. A UTF-8 file with a few bytes of
     another charset pasted in keeps its UTF-8 (the detector would take the whole file
     for another charset, every word garbled) and reads those bytes as windows-1252.
-    UTF-16 without a byte-order mark is told by its NUL bytes before UTF-8 is tried:
-    mostly ASCII, it would pass as UTF-8 with a NUL after every letter."""
-    utf16 = _utf16_from_nul_bytes(data)
+    UTF-16 without a byte-order mark is told before UTF-8 is tried: by its NUL bytes
+    (mostly ASCII, it would pass as UTF-8 with a NUL after every letter), else, for CJK
+    text, by the control characters its bytes hold when read otherwise, which may be
+    valid UTF-8 too (_utf16_from_controls)."""
+    utf16 = _utf16_from_nul_bytes(data) or _utf16_from_controls(data)
     if utf16 is not None:
         order = "little" if utf16 == "utf-16-le" else "big"
         return data.decode(utf16), f"UTF-16 ({order}-endian) without a byte-order mark"

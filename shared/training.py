@@ -1,7 +1,8 @@
 """What the learned services' training commands share: pages, protocol, word F1, files.
 
 density (lines) and fusion (blocks) both learn a per-unit content classifier from
-gold-labelled dataset folders (html/<id>.html + content/<id>.txt) and are scored by
+gold-labelled dataset folders (html/<id>.html + content/<id>.txt, paired as the
+orchestrator pairs a test set: shared.pairing) and are scored by
 the mean per-page bag-of-words F1 of the units they keep. They share one skeleton
 (`train_model`): load and label the pages (a unit is content when more than half of
 its tokens align with the gold: shared.blockmap.block_support), weigh the units
@@ -19,8 +20,10 @@ Training only: no service imports this at runtime.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -37,6 +40,7 @@ from shared.blockmap import CONTENT_SHARE, token_support
 from shared.decoding import NotHTMLError, decode_gold, decode_html
 from shared.gbdt import decide
 from shared.modelfile import PAGE_DIGESTS, page_digest, read_json, write_json
+from shared.pairing import PairedFolders, pair_folders
 from shared.tokens import tokenize
 
 Matrix = npt.NDArray[np.float64]
@@ -75,6 +79,7 @@ class TrainingPage:
     labels: npt.NDArray[np.float64]
     tokens: list[list[str]]
     gold: Counter[str] = field(repr=False)
+    html_digest: str = ""  # shared.modelfile.page_digest of the HTML file, as it was read
 
 
 class Classifier(Protocol):
@@ -91,40 +96,83 @@ class Model(Decider, Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
+def pair_dataset(dataset: Path) -> PairedFolders:
+    """A dataset folder's files paired into pages as the orchestrator pairs a test set
+    (shared.pairing), so that training learns from the pages a run scores. Kept while
+    the folders hold the same names: reading a dataset page by page pairs it once."""
+    listings = []
+    for sub in ("html", "content"):
+        if not (dataset / sub).is_dir():
+            raise TrainingDataError(f"{dataset.name}: no {sub}/ folder in {dataset}")
+        listings.append(tuple(sorted(os.listdir(dataset / sub))))
+    return _paired_folders(dataset.absolute(), *listings)
+
+
+@functools.lru_cache(maxsize=8)
+def _paired_folders(dataset: Path, *listings: tuple[str, ...]) -> PairedFolders:
+    """pair_folders for pair_dataset, keyed by the folders' listings as well."""
+    return pair_folders(dataset.name, dataset / "html", dataset / "content")
+
+
+def paired_pages(dataset: Path, log: Callable[[str], None] = lambda _: None
+                 ) -> PairedFolders:
+    """pair_dataset, its warnings logged (a file left out is said, not skipped in
+    silence); refused when no page has both its files."""
+    folders = pair_dataset(dataset)
+    for warning in folders.warnings:
+        log(warning)
+    if not folders.ids:
+        raise TrainingDataError(f"{dataset.name}: no page has both an html/ file and a "
+                                "content/ .txt file of the same name")
+    return folders
+
+
 def page_ids(dataset: Path) -> list[str]:
-    return sorted(p.stem for p in (dataset / "html").glob("*.html"))
+    """The ids of the dataset's HTML pages as the pairing names them, with gold text or
+    not (what the train command checks for gold before any work)."""
+    return sorted(pair_dataset(dataset).pairing.html)
+
+
+def read_page(html_file: Path, gold_file: Path) -> tuple[str, str, str]:
+    """Decoded HTML and gold text of one page (gold that is not UTF-8 decoded as pages
+    are, as the orchestrator reads it), and the digest of its HTML bytes
+    (shared.modelfile.page_digest): each file is read once."""
+    data = html_file.read_bytes()
+    html = decode_html(data)
+    gold = decode_gold(gold_file.read_bytes())[0]
+    return html, gold, page_digest(data)
 
 
 def load_page(dataset: Path, page_id: str) -> tuple[str, str]:
-    """Decoded HTML and gold text of one page (gold that is not UTF-8 decoded as pages
-    are, as the orchestrator reads it)."""
-    html = decode_html((dataset / "html" / f"{page_id}.html").read_bytes())
-    gold = decode_gold((dataset / "content" / f"{page_id}.txt").read_bytes())[0]
+    """Decoded HTML and gold text of one page of a dataset folder, read from the files
+    the pairing chose for `page_id`."""
+    folders = pair_dataset(dataset)
+    if page_id not in folders.pairing.ids:
+        raise TrainingDataError(f"{dataset.name}: no page {page_id!r} with both an html/ "
+                                "and a content/ file")
+    html, gold, _ = read_page(folders.html_file(page_id), folders.gold_file(page_id))
     return html, gold
 
 
-def training_digests(datasets: Sequence[Path], pages: Iterable[tuple[str, str]]
-                     ) -> dict[str, list[str]]:
-    """The model-file metadata that names the pages trained on ((dataset name, page id)
-    of `datasets`) by content: the sorted, distinct digests of their HTML files'
-    bytes (shared.modelfile.page_digest), so that figures on these pages are flagged
-    in-sample under any test set's name (orchestrator.insample)."""
-    folders = {d.name: d for d in datasets}
-    return {PAGE_DIGESTS: sorted({page_digest((folders[name] / "html" / f"{page_id}.html")
-                                              .read_bytes()) for name, page_id in pages})}
+def training_digests(digests: Iterable[str]) -> dict[str, list[str]]:
+    """The model-file metadata that names the pages trained on by content: the sorted,
+    distinct digests of their HTML files' bytes (shared.modelfile.page_digest, taken
+    as the pages were read), so that figures on these pages are flagged in-sample under
+    any test set's name (orchestrator.insample)."""
+    return {PAGE_DIGESTS: sorted(set(digests))}
 
 
-def _labelled(job: tuple[Labeller, Path, str]) -> TrainingPage | str:
+def _labelled(job: tuple[Labeller, str, str, Path, Path]) -> TrainingPage | str:
     """A labelled page, or its id when the page is not HTML."""
-    units, dataset, page_id = job
+    units, dataset, page_id, html_file, gold_file = job
     try:
-        html, gold = load_page(dataset, page_id)
+        html, gold, digest = read_page(html_file, gold_file)
     except NotHTMLError:
         return page_id
     features, tokens = units(html)
     gold_tokens = tokenize(gold)
-    return TrainingPage(dataset.name, page_id, features, unit_labels(tokens, gold_tokens),
-                        tokens, Counter(gold_tokens))
+    return TrainingPage(dataset, page_id, features, unit_labels(tokens, gold_tokens),
+                        tokens, Counter(gold_tokens), digest)
 
 
 def unit_labels(tokens: Sequence[Sequence[str]], gold_tokens: Sequence[str]
@@ -140,12 +188,16 @@ def label_rule(unit: str) -> str:
 
 
 def load_datasets(datasets: Sequence[Path], units: Labeller, unit_name: str,
-                  limit: int | None = None, workers: int = 1
+                  limit: int | None = None, workers: int = 1,
+                  log: Callable[[str], None] = lambda _: None
                   ) -> tuple[list[TrainingPage], list[dict[str, Any]]]:
-    """Labelled pages of each dataset folder (the first `limit` ids) and their metadata
-    (`unit_name`: what a row is, "lines" or "blocks"). Pages are computed in `workers`
-    processes (`units` must then be a module-level function) but kept in id order."""
-    jobs = [(units, d, page_id) for d in datasets for page_id in page_ids(d)[:limit]]
+    """Labelled pages of each dataset folder (the first `limit` paired ids, paired_pages)
+    and their metadata (`unit_name`: what a row is, "lines" or "blocks"). Pages are
+    computed in `workers` processes (`units` must then be a module-level function) but
+    kept in id order."""
+    paired = {d: paired_pages(d, log) for d in datasets}
+    jobs = [(units, d.name, page_id, folders.html_file(page_id), folders.gold_file(page_id))
+            for d, folders in paired.items() for page_id in folders.ids[:limit]]
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
             results = list(pool.map(_labelled, jobs, chunksize=8))
@@ -155,8 +207,8 @@ def load_datasets(datasets: Sequence[Path], units: Labeller, unit_name: str,
     meta = []
     for d in datasets:
         mine = [p for p in pages if p.dataset == d.name]
-        refused = [r for (_, dd, _), r in zip(jobs, results, strict=True)
-                   if dd == d and isinstance(r, str)]
+        refused = [r for (_, name, *_), r in zip(jobs, results, strict=True)
+                   if name == d.name and isinstance(r, str)]
         ids = "\n".join(p.page_id for p in mine)
         meta.append({"name": d.name, "pages": len(mine), "refused": refused,
                      unit_name: int(sum(len(p.labels) for p in mine)),
@@ -365,7 +417,7 @@ def train_model(learner: Learner[ServiceModel], datasets: Sequence[Path], out: P
     One BLAS thread throughout, so one command gives one file byte for byte."""
     with threadpool_limits(1):
         pages, data_meta = load_datasets(datasets, learner.units, learner.unit_name,
-                                         limit, workers)
+                                         limit, workers, log)
         for meta in data_meta:
             log(f"{meta['name']}: {meta['pages']} pages, {meta[learner.unit_name]} "
                 f"{learner.unit_name}")
@@ -387,7 +439,7 @@ def train_model(learner: Learner[ServiceModel], datasets: Sequence[Path], out: P
             "seed": seed,
             "trained_on": names,
             "datasets": data_meta,
-            **training_digests(datasets, ((p.dataset, p.page_id) for p in pages)),
+            **training_digests(p.html_digest for p in pages),
             **learner.description,
             "metric": "mean per-page bag-of-words word F1 (shared.tokens.tokenize)",
             "candidates": evaluations,

@@ -152,3 +152,27 @@ def test_an_interrupted_model_write_leaves_the_previous_file(
         shared.modelfile.write_json({"new": list(range(1000))}, out)
     assert out.read_text(encoding="utf-8") == '{"old": true}\n'
     assert [p.name for p in tmp_path.iterdir()] == ["model.json"]
+
+
+def test_train_pairs_pages_as_a_test_set_and_prints_their_warnings_as_they_are(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gold file named in NFD with an upper-case suffix is a page's gold, as a run
+    pairs it, not a page "without gold text"; a gold file without its page is said in
+    a warning that shows its name as it is, brackets included."""
+    import unicodedata
+
+    monkeypatch.setenv("COLUMNS", "300")
+    sets = [write_test_set(tmp_path / name, {f"{name}{i}": (PAGE, "Some words of a page.")
+                                             for i in range(3)})
+            for name in ("one", "two")]
+    (sets[0] / "html" / "café.html").write_text(PAGE, encoding="utf-8")
+    (sets[0] / "content" / unicodedata.normalize("NFD", "café.TXT")).write_text(
+        "Some words", encoding="utf-8")
+    (sets[1] / "content" / "notes[red].txt").write_text("words", encoding="utf-8")
+    args = ["train", "density", *(a for d in sets for a in ("--dataset", str(d))),
+            "--workers", "1", "--out", str(tmp_path / "model.json")]
+    result = CliRunner().invoke(app, args)
+    assert "without gold text" not in result.output, result.output
+    assert "two: content/notes[red].txt has no html/notes[red].html" in result.output, \
+        result.output
+    assert "one: 4 pages" in result.output, result.output

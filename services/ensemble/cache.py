@@ -28,10 +28,11 @@ import orjson
 from services.ensemble.members import MemberAnswer, ask_in_process
 from shared.contract import Block
 from shared.datasets import REPO_ROOT
-from shared.decoding import NotHTMLError
+from shared.decoding import NotHTMLError, decode_html
 from shared.modelfile import write_atomically
+from shared.pairing import PairedFolders
 from shared.registry import SERVICES, code_digest
-from shared.training import load_page, page_ids
+from shared.training import paired_pages
 
 CACHE_DIR = REPO_ROOT / ".cache" / "ensemble-members"
 
@@ -58,10 +59,10 @@ def _member_version(member: str) -> str:
         return f"unavailable ({type(exc).__name__})"
 
 
-def _page_answers(job: tuple[Path, str, tuple[str, ...]]) -> dict[str, dict[str, Any]]:
-    dataset, page_id, members = job
+def _page_answers(job: tuple[Path, tuple[str, ...]]) -> dict[str, dict[str, Any]]:
+    html_file, members = job
     try:
-        html, _ = load_page(dataset, page_id)
+        html = decode_html(html_file.read_bytes())
     except NotHTMLError:
         return {}
     return {m: _encode(ask_in_process(m, html, None)) for m in members}
@@ -77,14 +78,13 @@ def _key(pages: str, member: str) -> str:
     return hashlib.sha256(f"{member_id}\n{pages}".encode()).hexdigest()
 
 
-def _pages_digest(dataset: Path) -> str:
-    """The dataset's page ids and HTML bytes, hashed: a page edited under its old id
-    must be asked again, not answered from the cache."""
+def _pages_digest(folders: PairedFolders) -> str:
+    """The dataset's paired page ids and the bytes of the HTML files they read, hashed:
+    a page edited under its old id must be asked again, not answered from the cache."""
     digest = hashlib.sha256()
-    for page_id in page_ids(dataset):
+    for page_id in folders.ids:
         digest.update(f"{page_id}\n".encode())
-        digest.update(hashlib.sha256((dataset / "html" / f"{page_id}.html").read_bytes())
-                      .digest())
+        digest.update(hashlib.sha256(folders.html_file(page_id).read_bytes()).digest())
     return digest.hexdigest()
 
 
@@ -104,12 +104,15 @@ def member_answers(datasets: Sequence[Path], members: Sequence[str], workers: in
                    log: Callable[[str], None] = lambda _: None
                    ) -> dict[tuple[str, str], dict[str, MemberAnswer]]:
     """(dataset name, page id) -> member -> answer, from the cache or computed (and
-    then stored) for the members whose cached file is missing or stale."""
+    then stored) for the members whose cached file is missing or stale. Pages are
+    paired as training pairs them (shared.training.paired_pages), in silence: the
+    training that asks logs the pairing's warnings."""
     result: dict[tuple[str, str], dict[str, MemberAnswer]] = {}
     for dataset in datasets:
         stale = []
         stored: dict[str, dict[str, Any]] = {}
-        pages_digest = _pages_digest(dataset)
+        folders = paired_pages(dataset)
+        pages_digest = _pages_digest(folders)
         for member in members:
             data = _read(_cache_file(dataset, member))
             if data is not None and data.get("key") == _key(pages_digest, member):
@@ -117,15 +120,15 @@ def member_answers(datasets: Sequence[Path], members: Sequence[str], workers: in
             else:
                 stale.append(member)
         if stale:
-            log(f"{dataset.name}: computing {', '.join(stale)} on {len(page_ids(dataset))} pages")
-            jobs = [(dataset, page_id, tuple(stale)) for page_id in page_ids(dataset)]
+            log(f"{dataset.name}: computing {', '.join(stale)} on {len(folders.ids)} pages")
+            jobs = [(folders.html_file(page_id), tuple(stale)) for page_id in folders.ids]
             # spawn: a forked child would inherit a started JVM (Boilerpipe) and hang
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")
                                      ) as pool:
                 computed = list(pool.map(_page_answers, jobs, chunksize=4))
             for member in stale:
                 pages = {page_id: answers[member]
-                         for (_, page_id, _), answers in zip(jobs, computed, strict=True)
+                         for page_id, answers in zip(folders.ids, computed, strict=True)
                          if answers}
                 write_atomically(_cache_file(dataset, member), gzip.compress(orjson.dumps(
                     {"key": _key(pages_digest, member), "pages": pages})))

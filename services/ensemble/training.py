@@ -57,11 +57,11 @@ from shared.training import (
     Rule,
     TrainingPage,
     best_rule,
-    load_page,
     lodo_record,
     overall,
     page_f1,
-    page_ids,
+    paired_pages,
+    read_page,
     require_usable,
     rule_scores,
     rules,
@@ -103,6 +103,7 @@ class EnsemblePage:
     gold: Counter[str] = field(repr=False)
     cpu_ms: dict[str, float] = field(default_factory=dict)
     member_f1: dict[str, float] = field(default_factory=dict)
+    html_digest: str = ""  # shared.modelfile.page_digest of the HTML file, as it was read
 
     def matrix(self, members: Sequence[str], kept: Sequence[str] | None = None) -> Matrix:
         """The combiner's matrix with only `kept` members answering (default: all)."""
@@ -112,13 +113,14 @@ class EnsemblePage:
 
     def as_page(self, features: Matrix) -> TrainingPage:
         return TrainingPage(self.dataset, self.page_id, features, self.labels, self.tokens,
-                            self.gold)
+                            self.gold, self.html_digest)
 
 
-def _build_page(job: tuple[Path, str, dict[str, MemberAnswer]]) -> EnsemblePage | None:
-    dataset, page_id, answers = job
+def _build_page(job: tuple[str, str, Path, Path, dict[str, MemberAnswer]]
+                ) -> EnsemblePage | None:
+    dataset, page_id, html_file, gold_file, answers = job
     try:
-        html, gold = load_page(dataset, page_id)
+        html, gold, digest = read_page(html_file, gold_file)
     except NotHTMLError:
         return None
     page = page_features(html)
@@ -126,17 +128,23 @@ def _build_page(job: tuple[Path, str, dict[str, MemberAnswer]]) -> EnsemblePage 
     gold_counts = Counter(gold_tokens)
     labels = unit_labels(page.tokens, gold_tokens)
     figures = {m: member_figures(page, a) for m, a in answers.items()}
-    return EnsemblePage(dataset.name, page_id, page.matrix, figures, labels, page.tokens,
+    return EnsemblePage(dataset, page_id, page.matrix, figures, labels, page.tokens,
                         gold_counts, {m: a.cpu_ms for m, a in answers.items()},
                         {m: word_f1(Counter(tokenize(a.text or "")), gold_counts)
-                         for m, a in answers.items()})
+                         for m, a in answers.items()}, digest)
 
 
 def load_pages(datasets: Sequence[Path], members: Sequence[str], workers: int,
                log: Callable[[str], None]) -> list[EnsemblePage]:
+    """The labelled pages of the datasets, paired as the orchestrator pairs a test set
+    (the pairing's warnings logged, a dataset without a paired page refused before any
+    member is asked), with the members' answers."""
+    paired = {d: paired_pages(d, log) for d in datasets}
     answers = member_answers(datasets, members, workers, log)
-    jobs = [(d, page_id, answers[(d.name, page_id)]) for d in datasets
-            for page_id in page_ids(d) if (d.name, page_id) in answers]
+    jobs = [(d.name, page_id, folders.html_file(page_id), folders.gold_file(page_id),
+             answers[(d.name, page_id)])
+            for d, folders in paired.items() for page_id in folders.ids
+            if (d.name, page_id) in answers]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         pages = [p for p in pool.map(_build_page, jobs, chunksize=8) if p is not None]
@@ -353,7 +361,7 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameter
         "members_alone": single_service_f1(pages, (*members, *LEARNED_MEMBERS)),
         "datasets": [{"name": d.name, "pages": sum(p.dataset == d.name for p in pages)}
                      for d in datasets],
-        **training_digests(datasets, ((p.dataset, p.page_id) for p in pages)),
+        **training_digests(p.html_digest for p in pages),
         "hyperparameters": asdict(hp),
         "learned_members": "left out of the features (their shipped models were fitted on "
                            "these datasets): " + ", ".join(LEARNED_MEMBERS),
