@@ -95,6 +95,7 @@ from orchestrator.store import (
     run_owner_alive,
 )
 from orchestrator.testsets import (
+    SAMPLE_DIR,
     ArchiveLimits,
     Dataset,
     DatasetError,
@@ -116,7 +117,6 @@ from shared.service import (
     read_limited,
 )
 
-SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 # Retry-After of a 429: about the time a run of the sample set takes.
 RETRY_AFTER_S = 30
 log = logging.getLogger("boilerbench.orchestrator")

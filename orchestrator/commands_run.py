@@ -74,6 +74,7 @@ from orchestrator.service_options import (
 )
 from orchestrator.terminal import escape, print_error
 from orchestrator.testsets import (
+    SAMPLE_DIR,
     SCRAPINGHUB_URL,
     DatasetError,
     download_scrapinghub,
@@ -85,7 +86,6 @@ if TYPE_CHECKING:
     from orchestrator.runner import RunSpec
     from orchestrator.store import Store
 
-SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 console = Console(stderr=True)
 
 out = Console()

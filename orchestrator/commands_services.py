@@ -1,4 +1,5 @@
-"""`boilerbench up` and `boilerbench extract`: run the services, call one."""
+"""`boilerbench up`, `extract` and `check`: run the services, call one, check one (or
+an image of one's own standing in for it) against what a replacement must answer."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from orchestrator.launcher import (
     up_command,
 )
 from orchestrator.service_options import OptionsError, check_options
-from orchestrator.terminal import print_error
+from orchestrator.terminal import escape, print_error
 from shared.answer import answer_page, validation_message
 from shared.contract import ExtractReply, bearer_header
 from shared.decoding import NotHTMLError, decode_html
@@ -202,9 +203,53 @@ def extract(
         sys.stdout.write(f"{reply['text']}\n")
 
 
-def _base_url(url: str) -> str:
-    """--url as a base URL (without the trailing slash that would make //extract), or a
-    usage error unless it is an http(s) URL naming a host."""
+@app.command()
+def check(
+    url: Annotated[str, typer.Argument(
+        metavar="URL", help="Base URL of the service checked.")],
+    service: Annotated[str, typer.Option(
+        help="The service it stands in for (its /info and replies must name it).")],
+    token: Annotated[str | None, typer.Option(
+        envvar="BOILERBENCH_SERVICE_TOKEN",
+        help="Bearer token of a service started with BOILERBENCH_TOKEN: sent as runs "
+             "send it, and /info and /extract must refuse requests without it.")] = None,
+    timeout: Annotated[float, typer.Option(
+        min=0.1, help="Seconds each request may take, its whole reply read.")] = 30.0,
+) -> None:
+    """Check that the service at URL answers as a replacement of SERVICE must.
+
+    Each point of docs/docker.md's "What a replacement must answer" a client can see."""
+    from orchestrator.commands_run import out
+    from orchestrator.conformance import NoReplyError, run_checks
+
+    try:
+        name = get_service(service).name
+    except KeyError as exc:
+        raise typer.BadParameter(str(exc.args[0]), param_hint="--service") from None
+    base = _base_url(url, "URL")
+    try:
+        results = run_checks(base, name, token or None, timeout)
+    except NoReplyError as exc:
+        print_error(console, f"nothing answers at {base}: {exc}")
+        raise typer.Exit(1) from None
+    table = Table(title=f"{base} as the {name} service")
+    for column in ("check", "result", "expected", "got"):
+        table.add_column(column)
+    for result in results:
+        table.add_row(escape(result.check), "ok" if result.ok else "[red]FAIL",
+                      escape(result.expected), escape(result.got))
+    out.print(table)
+    failed = [result.check for result in results if not result.ok]
+    if failed:
+        print_error(console, f"{len(failed)} of {len(results)} checks failed: "
+                             f"{'; '.join(failed)}")
+        raise typer.Exit(1)
+    console.print(f"all {len(results)} checks passed")
+
+
+def _base_url(url: str, param_hint: str = "--url") -> str:
+    """A service's URL as a base URL (without the trailing slash that would make
+    //extract), or a usage error unless it is an http(s) URL naming a host."""
     try:
         parsed = httpx.URL(url)
         valid = (parsed.scheme in ("http", "https") and bool(parsed.host)
@@ -212,7 +257,7 @@ def _base_url(url: str) -> str:
     except httpx.InvalidURL:
         valid = False
     if not valid:
-        raise typer.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--url")
+        raise typer.BadParameter(f"{url!r} is not an http(s) URL", param_hint=param_hint)
     return url.rstrip("/")
 
 

@@ -363,7 +363,7 @@ class HttpExtractor:
             self.down[service] = False
             if status != 200:
                 return Outcome(error=f"HTTP {status}: {_error_text(content)}")
-            return _parse_reply(service, content, elapsed)
+            return parse_reply(service, content, elapsed)
         if connection_failed:
             self.down[service] = True
         suffix = f" (after {attempts} attempts)" if attempts > 1 else ""
@@ -390,8 +390,8 @@ def _is_busy(status: int, content: bytes) -> bool:
         "busy", "not_ready", "service_unavailable", None)
 
 
-def _parse_reply(service: str, content: bytes, elapsed_ms: float,
-                 extract_ms: float | None = None) -> Outcome:
+def parse_reply(service: str, content: bytes, elapsed_ms: float,
+                extract_ms: float | None = None) -> Outcome:
     """A 200 reply of /extract as an Outcome. `extract_ms`: the worker's own time, for
     a reply that did not cross HTTP (else the service's `elapsed_ms`)."""
     parse_started = time.perf_counter()
@@ -478,8 +478,8 @@ class EmbeddedExtractor:
             except PoolBusyError as exc:
                 raise ServiceBusyError(f"{service}: {exc}") from None
         elapsed = (time.perf_counter() - started) * 1000
-        return _parse_reply(service, finish_reply(result.partial_reply, elapsed), elapsed,
-                            result.extract_ms)
+        return parse_reply(service, finish_reply(result.partial_reply, elapsed), elapsed,
+                           result.extract_ms)
 
     async def aclose(self) -> None:
         self.page_json.cache_clear()

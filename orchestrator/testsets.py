@@ -50,6 +50,9 @@ class DatasetError(ValueError):
     """A test set that cannot be used (reported to the user as is)."""
 
 
+SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
+"""The built-in sample test set (orchestrator/sample/README.md says what it holds)."""
+
 @dataclass(frozen=True)
 class LabelledPage:
     """One test page. `html` is raw bytes (from files; decoded like the services do)

@@ -437,7 +437,7 @@ def test_orchestrator_datasets_by_path_under_allowed_roots_only(
 
 def test_a_root_is_named_by_its_own_folder_name_too(tmp_path: Path) -> None:
     from orchestrator.api import _resolve_dataset
-    from orchestrator.commands_run import SAMPLE_DIR
+    from orchestrator.testsets import SAMPLE_DIR
     from shared.answer import ServiceError
 
     other = tmp_path / "datasets"
