@@ -146,10 +146,16 @@ def serve_process(app_path: str, env: dict[str, str] | None = None, *extra: str,
         wait_healthy(url, timeout, process)
         yield url, process
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=5)
+        stop_process_group(process)
+
+
+def stop_process_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server started in its own session, with its workers: SIGTERM, then
+    SIGKILL if it has not ended within 15 s."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from orchestrator.launcher import wait_healthy
 from orchestrator.runner import HttpExtractor, RunSpec
 from shared.settings import ServiceSettings
 from tests.helpers import REPO, assert_error
-from tests.servers import free_port, serve_app, serve_service, stand_in_service
+from tests.servers import free_port, serve_app, serve_service, stand_in_service, stop_process_group
 
 PAGE = ("<html><head><title>Harbour bridge</title></head><body><p>The old harbour bridge "
         "opened again to traffic on Monday morning after eight months of repairs.</p>"
@@ -120,16 +119,6 @@ def _start(app: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
         start_new_session=True)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
-
-
 def test_a_service_started_by_hand_listens_where_the_environment_says() -> None:
     # BOILERBENCH_HOST and BOILERBENCH_PORT are the documented settings, but the server
     # took neither: every service listened on 127.0.0.1:8000, the orchestrator's port.
@@ -140,7 +129,7 @@ def test_a_service_started_by_hand_listens_where_the_environment_says() -> None:
         wait_healthy(f"http://127.0.0.1:{port}", 120, process)
         assert httpx.get(f"http://127.0.0.1:{port}/info").json()["name"] == "bte"
     finally:
-        _stop(process)
+        stop_process_group(process)
 
 
 def test_the_port_defaults_to_the_registrys() -> None:
