@@ -1,33 +1,35 @@
 """Reading crawl archives: the HTML responses of WARC files, and what else they hold.
 
-Records are parsed by FastWARC. A WARC compressed per record (the usual `.warc.gz`,
-ISO 28500 annex D) is split into its gzip members here first, and each member is
-parsed on its own: FastWARC reads a record by its Content-Length, so a record cut
-short would make it read into the next one and give up on the rest of the file.
-Member by member, a truncated or garbled record costs that record only. An
-uncompressed WARC has no such boundaries; FastWARC reads it as a stream, and a
-malformed record ends that file (reported, never fatal).
+A WARC compressed per record (the usual `.warc.gz`, ISO 28500 annex D) is split into
+its gzip members first; an uncompressed one is read as it is. Records are then cut
+here by their Content-Length, and each is checked against what follows it (two
+CRLFs, then the next record or the end): a record whose Content-Length does not fit,
+or bytes that are no record, are reported, and reading goes on at the next record
+header. So a bad record costs that record only, compressed or not. FastWARC parses
+each record's header.
 
 No record larger than MAX_RECORD_BYTES is held in memory, compressed or not: a
 gzip member is dropped as it inflates past it, a record whose Content-Length passes
-it is streamed past unread, and a body's content coding is undone up to it only.
+it is passed over unread, and a body's content coding is undone up to it only.
 
-A response counts as HTML by its HTTP Content-Type (text/html or
-application/xhtml+xml); a response without one is sniffed (the WHATWG MIME Sniffing
-standard's HTML signatures at the start of the body).
+A page is an HTTP response of status 200 or 203 (RFC 9110, section 15: the others'
+content is not the page at their URI). It counts as HTML by its HTTP Content-Type
+(text/html or application/xhtml+xml); a response without one is sniffed (the WHATWG
+MIME Sniffing standard's HTML signatures at the start of the body).
 """
 
 from __future__ import annotations
 
 import glob
 import io
+import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal, cast
 
-from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+from fastwarc.warc import WarcHeaderMap
 from isal import isal_zlib
 
 from shared.answer import HTML_TYPES
@@ -48,7 +50,17 @@ _HTML_SIGNATURES = (b"<!doctype html", b"<html", b"<head", b"<script", b"<iframe
                     b"<div", b"<font", b"<table", b"<a", b"<style", b"<title", b"<b",
                     b"<body", b"<br", b"<p", b"<!--")
 
-OddKind = Literal["not_html", "truncated", "malformed", "too_large", "duplicate_id"]
+# The line that starts a record (ISO 28500, section 4: `WARC/1.1`, `WARC/1.0`, ...).
+_RECORD_START = re.compile(rb"WARC/[0-9]+\.[0-9]+\r?\n")
+# A WARC header longer than this has lost its end.
+_MAX_HEAD_BYTES = 1 << 20
+# Responses whose content is the representation of their target (RFC 9110, sections
+# 15.3.1 and 15.3.4); a redirect's, an error's, a partial or empty response's is not.
+_PAGE_STATUSES = frozenset({200, 203})
+# Responses that send the client elsewhere (RFC 9110, section 15.4).
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+OddKind = Literal["not_ok", "not_html", "truncated", "malformed", "too_large", "duplicate_id"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +77,12 @@ class WarcPage:
 
 @dataclass(frozen=True, slots=True)
 class OddRecord:
-    """A response record that yields no page, and why."""
+    """A response record that yields no page, and why (with its URI where known)."""
 
     kind: OddKind
     record_id: str | None
     detail: str
+    uri: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +135,9 @@ def read_warc(path: Path) -> Iterator[WarcItem]:
                 if isinstance(member, OddRecord):
                     yield member
                 else:
-                    yield from _records(io.BytesIO(member), member.startswith(b"WARC/"), limit)
+                    yield from _records(io.BytesIO(member), limit)
         else:
-            yield from _records(stream, True, limit)
+            yield from _records(stream, limit)
 
 
 def _gzip_members(stream: BinaryIO, limit: int) -> Iterator[bytes | OddRecord]:
@@ -189,61 +202,258 @@ def _next_member(stream: BinaryIO, data: bytes) -> bytes:
         data = data[-2:] + more
 
 
-def _records(stream: BinaryIO, whole: bool, limit: int) -> Iterator[WarcItem]:
-    if not whole:
-        yield OddRecord("malformed", None, "a gzip member holds no WARC record")
-        return
-    try:
-        for record in ArchiveIterator(stream, parse_http=False):
-            yield _classify(record, limit)
-    except OSError as exc:  # FastWARC's error for a record it cannot parse
-        yield OddRecord("malformed", None, f"unreadable WARC record: {exc}")
+def _records(stream: BinaryIO, limit: int) -> Iterator[WarcItem]:
+    """Every record of an uncompressed WARC stream (a file, or a gzip member's content):
+    a header, a block of its Content-Length, two CRLFs (ISO 28500, section 4). Each
+    record is checked against what follows its block, the next record or the end: a
+    record whose Content-Length ends anywhere else is malformed (its block would be a
+    cut or a spliced page), and reading goes on at the next record header after its
+    own header. Bytes that are no record are reported the same way. So one bad record
+    costs that record only, in an uncompressed WARC too."""
+    source = _Source(stream)
+    position = 0
+    while True:
+        position = source.skip_line_ends(position)
+        start = source.read(position, 32)
+        if not start:
+            return
+        if not _RECORD_START.match(start):
+            found = source.find_record(position + 1)
+            size = (found if found is not None else source.size) - position
+            yield OddRecord("malformed", None, f"{size:,} bytes that are no WARC record")
+            if found is None:
+                return
+            position = found
+            continue
+        head = source.read_head(position)
+        if head is None:
+            yield OddRecord("malformed", None, "a WARC header without its end")
+            found = source.find_record(position + 1)
+            if found is None:
+                return
+            position = found
+            continue
+        headers = WarcHeaderMap()
+        try:
+            headers.parse(io.BytesIO(head))
+        except (OSError, ValueError) as exc:  # FastWARC's errors for a header it cannot read
+            yield OddRecord("malformed", None, f"unreadable WARC header: {exc}")
+            found = source.find_record(position + 1)
+            if found is None:
+                return
+            position = found
+            continue
+        record_id = headers.get("WARC-Record-ID") or None
+        length = (headers.get("Content-Length") or "").strip()
+        block_start = position + len(head)
+        if not length.isdigit():
+            yield OddRecord("malformed", record_id, "the record has no Content-Length",
+                            _target_uri(headers))
+            found = source.find_record(block_start)
+            if found is None:
+                return
+            position = found
+            continue
+        declared = int(length)
+        block_end = block_start + declared
+        if block_end > source.size or not source.record_ends(block_end):
+            found = source.find_record(block_start)
+            if found is None and block_end > source.size:
+                yield OddRecord("truncated", record_id,
+                                f"the record holds {source.size - block_start:,} of its "
+                                f"{declared:,} bytes", _target_uri(headers))
+                return
+            # A block followed by its two CRLFs, with no record starting inside it, has
+            # the right length: the bytes after it are reported on their own.
+            if block_end > source.size or (found is not None and found < block_end) \
+                    or source.read(block_end, 4) != b"\r\n\r\n":
+                yield OddRecord("malformed", record_id, _misfit(declared, block_end, found),
+                                _target_uri(headers))
+                if found is None:
+                    return
+                position = found
+                continue
+        if declared > limit:
+            yield OddRecord("too_large", record_id,
+                            f"the record declares {declared:,} bytes, past {limit:,}",
+                            _target_uri(headers))
+        else:
+            yield _classify(headers, source.read(block_start, declared), limit)
+        position = block_end
 
 
-def _classify(record: WarcRecord, limit: int) -> WarcItem:
-    """What a record is. A block of more than `limit` bytes is judged by its header
-    alone: left unread, FastWARC streams past it to the next record."""
-    if record.record_type != WarcRecordType.response:
-        return OtherRecord(str(record.headers.get("WARC-Type") or "unknown"))
-    record_id = record.record_id or None
-    declared = record.content_length
-    if declared > limit:
-        return OddRecord("too_large", record_id,
-                         f"the record declares {declared:,} bytes, past {limit:,}")
-    block = record.reader.read()
-    if len(block) < declared:
-        return OddRecord("truncated", record_id,
-                         f"the record holds {len(block)} of its {declared} bytes")
-    head, separator, body = block[:declared].partition(b"\r\n\r\n")
-    if not separator or not head.startswith(b"HTTP/"):
-        return OddRecord("malformed", record_id, "the response holds no HTTP message")
-    headers = _header_fields(head)
+def _misfit(declared: int, block_end: int, found: int | None) -> str:
+    """Why a record's Content-Length does not fit: the next record starts inside the
+    block it declares, or bytes that are no record follow that block."""
+    if found is not None and found < block_end:
+        return (f"its Content-Length, {declared:,}, runs {block_end - found:,} bytes into "
+                "the next record")
+    return f"its Content-Length, {declared:,}, is followed by bytes that are no WARC record"
+
+
+class _Source:
+    """A seekable stream read forward by offset through one buffer: bytes before the
+    offset last read are let go, so a block is held once, and a block that is not read
+    (a record past the limit) is passed over by seeking."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self.size = stream.seek(0, io.SEEK_END)
+        self._start = 0  # the offset of _data[0]
+        self._data = b""
+
+    def read(self, offset: int, size: int) -> bytes:
+        """Up to `size` bytes from `offset` (fewer at the end of the stream)."""
+        skip = offset - self._start
+        if skip >= 0 and skip + size <= len(self._data):
+            return self._data[skip:skip + size]
+        rest = self._data[skip:] if 0 <= skip < len(self._data) else b""
+        self._stream.seek(offset + len(rest))
+        parts = [rest] if rest else []
+        wanted = max(size, _READ_BYTES) - len(rest)
+        while wanted > 0:
+            part = self._stream.read(wanted)
+            if not part:
+                break
+            parts.append(part)
+            wanted -= len(part)
+        # One part (a block read whole) is kept as it is, and a slice of all of it is
+        # that same object: a large block is not copied here.
+        self._data = parts[0] if len(parts) == 1 else b"".join(parts)
+        self._start = offset
+        return self._data[:size]
+
+    def skip_line_ends(self, offset: int) -> int:
+        """The offset of the first byte from `offset` on that is no CR or LF."""
+        while True:
+            data = self.read(offset, 64)
+            rest = data.lstrip(b"\r\n")
+            if rest or not data:
+                return offset + len(data) - len(rest)
+            offset += len(data)
+
+    def read_head(self, offset: int) -> bytes | None:
+        """The header starting at `offset`, through its blank line (None: no end)."""
+        size = 16 << 10
+        while True:
+            data = self.read(offset, size)
+            end = data.find(b"\r\n\r\n")
+            if end >= 0:
+                return data[:end + 4]
+            if len(data) < size or size >= _MAX_HEAD_BYTES:
+                return None
+            size *= 4
+
+    def record_ends(self, offset: int) -> bool:
+        """Whether a record's block may end at `offset`: line ends (two CRLFs, ISO 28500),
+        then the next record or the end of the stream."""
+        rest = self.read(self.skip_line_ends(offset), 32)
+        return not rest or _RECORD_START.match(rest) is not None
+
+    def find_record(self, offset: int) -> int | None:
+        """The offset of the first record header (a `WARC/x.y` line at a line start) from
+        `offset` on, or None."""
+        window = 1 << 20
+        while offset < self.size:
+            data = self.read(offset - 1, window + 1) if offset else b"\n" + self.read(0, window)
+            found = 0
+            while True:
+                found = data.find(b"\nWARC/", found)
+                if found < 0:
+                    break
+                if _RECORD_START.match(data, found + 1):
+                    return offset - 1 + found + 1
+                found += 1
+            offset += window - 32  # a header line cut by the window's end is seen again
+        return None
+
+
+def _classify(headers: WarcHeaderMap, block: bytes, limit: int) -> WarcItem:
+    """What a record whose block is `block` is: a page, an odd response, another record."""
+    record_type = (headers.get("WARC-Type") or "").strip()
+    if record_type.lower() != "response":
+        return OtherRecord(record_type or "unknown")
+    record_id = headers.get("WARC-Record-ID") or None
+    uri = _target_uri(headers)
+    block_type = _media_type((headers.get("Content-Type") or "").encode("latin-1", "replace"))
+    if block_type not in (None, "application/http"):
+        return OddRecord("not_html", record_id, f"a {block_type} record, not an HTTP response",
+                         uri)
     try:
-        body = _decoded_body(headers, body, limit)
-    except _TooLargeError as exc:
-        return OddRecord("too_large", record_id, str(exc))
+        status, head, body = _http_response(block)
     except ValueError as exc:
-        return OddRecord("malformed", record_id, str(exc))
-    content_type = _media_type(headers.get(b"content-type", b""))
+        return OddRecord("malformed", record_id, str(exc), uri)
+    fields = _header_fields(head)
+    if status[0] not in _PAGE_STATUSES:
+        location = fields.get(b"location", b"").decode("latin-1")
+        return OddRecord("not_ok", record_id, f"HTTP {status[1]}"
+                         + (f", to {location}" if location and status[0] in _REDIRECTS else ""),
+                         uri)
+    try:
+        body = _decoded_body(fields, body, limit)
+    except _TooLargeError as exc:
+        return OddRecord("too_large", record_id, str(exc), uri)
+    except ValueError as exc:
+        return OddRecord("malformed", record_id, str(exc), uri)
+    content_type = _media_type(fields.get(b"content-type", b""))
     if content_type is None:
         if not sniff_html(body):
-            return OddRecord("not_html", record_id, "no Content-Type, and the body is not HTML")
+            return OddRecord("not_html", record_id, "no Content-Type, and the body is not HTML",
+                             uri)
     elif content_type not in HTML_TYPES:
-        return OddRecord("not_html", record_id, f"Content-Type {content_type}")
+        return OddRecord("not_html", record_id, f"Content-Type {content_type}", uri)
     if record_id is None:
-        return OddRecord("malformed", None, "the record has no WARC-Record-ID")
-    charset = charset_parameter(headers.get(b"content-type", b"").decode("latin-1"))
+        return OddRecord("malformed", None, "the record has no WARC-Record-ID", uri)
+    charset = charset_parameter(fields.get(b"content-type", b"").decode("latin-1"))
     given = content_type or "text/html"
-    return WarcPage(record_id, record.headers.get("WARC-Target-URI"),
-                    record.headers.get("WARC-Date"), body,
+    return WarcPage(record_id, uri, headers.get("WARC-Date"), body,
                     f"{given}; charset={charset}" if charset else given)
+
+
+def _target_uri(headers: WarcHeaderMap) -> str | None:
+    """WARC-Target-URI as the URI itself: WARC 1.0 wrote it in angle brackets (as wget
+    still does), WARC 1.1 without. A URI is ASCII (RFC 3986); an IRI's UTF-8 is kept as
+    text, other raw bytes are percent-encoded rather than lost."""
+    raw = headers.get_bytes(b"WARC-Target-URI")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    if raw.startswith(b"<") and raw.endswith(b">"):
+        raw = raw[1:-1].strip()
+    try:
+        return raw.decode("utf-8") or None
+    except UnicodeDecodeError:
+        return "".join(chr(byte) if byte < 0x80 else f"%{byte:02X}" for byte in raw) or None
+
+
+def _http_response(block: bytes) -> tuple[tuple[int, str], bytes, bytes]:
+    """The final response of a block, (status code, status line less its version), its
+    head and its body. Interim (1xx) responses before it are passed over, as a client
+    does (RFC 9110, section 15.2); a bare LF ends a line as a CRLF does (RFC 9112,
+    section 2.2). ValueError where the block holds no HTTP response."""
+    while True:
+        crlf = block.find(b"\r\n\r\n")
+        lf = block.find(b"\n\n", 0, crlf if crlf >= 0 else len(block))
+        if not block.startswith(b"HTTP/") or (crlf < 0 and lf < 0):
+            raise ValueError("the response holds no HTTP message")
+        end, skip = (crlf, 4) if lf < 0 else (lf, 2)
+        head, body = block[:end], block[end + skip:]
+        status_line = head.split(b"\n", 1)[0].rstrip(b"\r").decode("latin-1")
+        parts = status_line.split(None, 2)
+        if len(parts) < 2 or not (len(parts[1]) == 3 and parts[1].isdigit()):
+            raise ValueError(f"the status line {status_line[:60]!r} has no status code")
+        code = int(parts[1])
+        if 100 <= code < 200 and code != 101 and body.startswith(b"HTTP/"):
+            block = body
+            continue
+        return (code, " ".join(parts[1:])), head, body
 
 
 def _header_fields(head: bytes) -> dict[bytes, bytes]:
     """An HTTP header block's fields by lower-case name (the first of repeated ones)."""
     fields: dict[bytes, bytes] = {}
-    for line in head.split(b"\r\n")[1:]:
-        name, colon, value = line.partition(b":")
+    for line in head.split(b"\n")[1:]:
+        name, colon, value = line.rstrip(b"\r").partition(b":")
         if colon:
             fields.setdefault(name.strip().lower(), value.strip())
     return fields

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-import httpx
+import aiohttp
 import orjson
 from rich.console import Console
 from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TextColumn
@@ -47,6 +47,11 @@ from shared.workers import (
 Row = dict[str, Any]
 # How often a service that cannot be reached is tried again before the job stops.
 _HTTP_ATTEMPTS = 3
+# The error codes a service answers for the worker pool's failures (shared.service),
+# so a row's error reads the same in-process and with --url.
+_POOL_ERRORS: dict[type[Exception], str] = {ExtractionTimeoutError: "timeout",
+                                            PoolBusyError: "busy",
+                                            ExtractionFailedError: "extraction_failed"}
 
 
 class JobAbortedError(Exception):
@@ -75,6 +80,8 @@ class Tally:
 
     counts: Counter[str] = field(default_factory=Counter)
     examples: dict[str, list[str]] = field(default_factory=dict)
+    # Records of other types (warcinfo, request, revisit, ...) by type.
+    other_types: Counter[str] = field(default_factory=Counter)
     # When the first and the last row were written (time.monotonic()): the steady
     # rate leaves out the start-up of the workers or the cluster.
     first_row_at: float | None = None
@@ -84,7 +91,12 @@ class Tally:
         self.counts[record.kind] += 1
         found = self.examples.setdefault(record.kind, [])
         if len(found) < 3:
-            found.append(f"{path.name}: {record.record_id or '(no id)'}: {record.detail}")
+            found.append(f"{path.name}: {record.uri or record.record_id or '(no id)'}: "
+                         f"{record.detail}")
+
+    def other(self, record: OtherRecord) -> None:
+        self.counts["other record types"] += 1
+        self.other_types[record.record_type] += 1
 
     def row(self, row: Row) -> None:
         self.last_row_at = time.monotonic()
@@ -294,7 +306,8 @@ def pending_pages(job: WarcJob, done: set[str], tally: Tally) -> Iterator[WarcPa
             if isinstance(item, WarcPage):
                 if item.record_id in seen:
                     tally.odd(OddRecord("duplicate_id", item.record_id,
-                                        "a record earlier in the input has this id"), path)
+                                        f"a record earlier in the input has its id, "
+                                        f"{item.record_id}", item.uri), path)
                     continue
                 seen.add(item.record_id)
                 if item.record_id in done:
@@ -306,7 +319,7 @@ def pending_pages(job: WarcJob, done: set[str], tally: Tally) -> Iterator[WarcPa
             elif isinstance(item, OddRecord):
                 tally.odd(item, path)
             elif isinstance(item, OtherRecord):
-                tally.counts["other record types"] += 1
+                tally.other(item)
 
 
 # --- running -----------------------------------------------------------------------
@@ -393,15 +406,16 @@ async def _run_local(job: WarcJob, pages: Iterator[WarcPage], write: Callable[[R
     """Every page through the worker pool or the service, `job.workers` at a time."""
     extract: Callable[[WarcPage], Coroutine[Any, Any, Row]]
     pool: WorkerPool | None = None
-    client: httpx.AsyncClient | None = None
+    session: aiohttp.ClientSession | None = None
     if job.url is None:
         pool = WorkerPool(get_service(job.service).module, job.workers)
         await pool.start()
         extract = _pool_extract(job, pool)
     else:
-        client = httpx.AsyncClient(timeout=job.time_limit_s + 30.0,
-                                   headers=bearer_header(job.token))
-        extract = _http_extract(job, client)
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), headers=bearer_header(job.token),
+            timeout=aiohttp.ClientTimeout(total=job.time_limit_s + 30.0))
+        extract = _http_extract(job, session)
     slots = asyncio.Semaphore(job.workers)
     running: set[asyncio.Task[None]] = set()
     failure: list[BaseException] = []
@@ -433,8 +447,8 @@ async def _run_local(job: WarcJob, pages: Iterator[WarcPage], write: Callable[[R
         await asyncio.gather(*running, return_exceptions=True)
         if pool is not None:
             await pool.close()
-        if client is not None:
-            await client.aclose()
+        if session is not None:
+            await session.close()
     if failure:
         raise failure[0]
 
@@ -449,7 +463,8 @@ def _pool_extract(job: WarcJob, pool: WorkerPool) -> Callable[[WarcPage], Corout
         except ServiceError as exc:
             return {"error": f"{exc.error}: {exc.detail}"}
         except (ExtractionTimeoutError, ExtractionFailedError, PoolBusyError) as exc:
-            return {"error": f"{type(exc).__name__}: {exc}"}
+            code = next(code for kind, code in _POOL_ERRORS.items() if isinstance(exc, kind))
+            return {"error": f"{code}: {exc}"}
         elapsed = (time.perf_counter() - started) * 1000
         if not job.blocks:
             # The text's JSON goes into the row as the worker encoded it: no parsing
@@ -463,8 +478,12 @@ def _pool_extract(job: WarcJob, pool: WorkerPool) -> Callable[[WarcPage], Corout
     return extract
 
 
-def _http_extract(job: WarcJob, client: httpx.AsyncClient
+def _http_extract(job: WarcJob, session: aiohttp.ClientSession
                   ) -> Callable[[WarcPage], Coroutine[Any, Any, Row]]:
+    """Pages through the service at job.url. aiohttp, not httpx: it reads the reply while
+    the body is still being sent, as a client should (RFC 9112, section 9.5), so a page
+    the service refuses early (413, past its max_body_bytes) gets the service's error
+    instead of a connection it closed, which would look like a service out of reach."""
     endpoint = f"{(job.url or '').rstrip('/')}/extract"
 
     async def extract(page: WarcPage) -> Row:
@@ -473,20 +492,23 @@ def _http_extract(job: WarcJob, client: httpx.AsyncClient
             if attempt:
                 await asyncio.sleep(0.5 * 2 ** attempt)
             try:
-                reply = await client.post(endpoint, content=page.body,
-                                          params=page_query(page.uri, job.options),
-                                          headers={"content-type": page.content_type})
-            except httpx.TransportError as exc:
-                problem = f"cannot reach {endpoint}: {type(exc).__name__}: {exc}"
+                async with session.post(endpoint, data=page.body,
+                                        params=page_query(page.uri, job.options),
+                                        headers={"content-type": page.content_type}) as reply:
+                    status, content = reply.status, await reply.read()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                problem = f"cannot reach {endpoint}: {type(exc).__name__}: {exc}".rstrip(": ")
                 continue
-            if reply.status_code in (401, 503):  # not ready, or no token: not the page
-                problem = f"{endpoint} answered {reply.status_code}: {reply.text[:200]}"
+            if status in (401, 503):  # not ready, or no token: not the page
+                problem = f"{endpoint} answered {status}: {content[:200].decode(errors='replace')}"
                 continue
             try:
-                body: Row = reply.json()
-            except ValueError:
-                body = {"error": "bad_reply", "detail": reply.text[:200]}
-            if reply.status_code != 200:
+                body = orjson.loads(content)
+            except orjson.JSONDecodeError:
+                body = None
+            if not isinstance(body, dict):
+                body = {"error": "bad_reply", "detail": content[:200].decode(errors="replace")}
+            if status != 200:
                 return {"error": f"{body.get('error')}: {body.get('detail')}"}
             return body
         raise JobAbortedError(problem)
@@ -501,11 +523,14 @@ def summary_table(job: WarcJob, tally: Tally, seconds: float) -> Table:
                   + (f", {rate:,.1f} records/s after the first" if rate else ""))
     table.add_column("records")
     table.add_column("count", justify="right")
-    table.add_column("examples")
-    order = ("HTML pages", "written", "extraction errors", "already written",
+    # Folded, not cut: an example is there to find the record by.
+    table.add_column("examples", overflow="fold")
+    order = ("HTML pages", "written", "extraction errors", "already written", "not_ok",
              "not_html", "truncated", "malformed", "too_large", "duplicate_id",
              "other record types")
+    examples = {**tally.examples, "other record types": [", ".join(
+        f"{name} {count:,}" for name, count in tally.other_types.most_common())]}
     for key in order:
         table.add_row(key.replace("_", " "), f"{tally.counts[key]:,}",
-                      "\n".join(tally.examples.get(key, [])))
+                      "\n".join(examples.get(key, [])))
     return table
