@@ -39,6 +39,13 @@ RANK_KEYS: dict[str, str] = {
 }
 """The figures a results table may rank by (orchestrator/statistics.py ranks)."""
 
+RANK_COLUMNS: dict[str, str] = {
+    "f1": "word F1", "micro_f1": "micro F1", "bag_f1": "bag F1", "block_f1": "block F1",
+    "shingle_f1": "shingle F1", "rouge_lsum": "ROUGE-LSum",
+}
+"""Each ranking figure by the name of its column, for the tables to say what `#` ranks
+by (a rank beside a word F1 that does not fall with it reads as a mistake otherwise)."""
+
 
 class Counts(BaseModel):
     """Confusion counts for one page, or summed over pages for micro figures."""

@@ -28,7 +28,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.models import METRICS, Counts, PageResult, RunInfo
+from orchestrator.models import METRICS, RANK_COLUMNS, Counts, PageResult, RunInfo
 from orchestrator.pagediff import page_diff, segments_html
 from orchestrator.statistics import (
     ALL_DATASETS,
@@ -125,9 +125,21 @@ def _pm(value: float | None, spread: float | None) -> str:
 
 
 def _mean_ci(metric: MetricSummary | None) -> str:
+    """Mean and 95% interval; `(t)` after Student's t interval, which a table's notes
+    say is given where the bootstrap-t has no bounds (statistics.bootstrap_cis)."""
     if metric is None or metric.mean is None:
         return "–"
-    return f"{metric.mean:.3f} [{_fmt(metric.ci_low)}, {_fmt(metric.ci_high)}]"
+    mark = " (t)" if metric.interval == "t" else ""
+    return f"{metric.mean:.3f} [{_fmt(metric.ci_low)}, {_fmt(metric.ci_high)}]{mark}"
+
+
+STUDENT_T_NOTE = ("Student's t interval, where the bootstrap-t has no bounds (two or three "
+                  "pages, or nearly every page at one value)")
+
+
+def ranked_by(summary: Summary) -> str:
+    """What the `#` column ranks by, for the tables' notes and captions ('' unranked)."""
+    return f"ranked by {RANK_COLUMNS[summary.rank_by]}" if summary.rank_by else ""
 
 
 def _level(row: ServiceSummary, level: str) -> LevelSummary | None:
@@ -306,7 +318,8 @@ def render_table(summary: Summary, title: str = "Results", width: int | None = N
         left_out.append(name)
     caption = (f"narrowed to the terminal: {len(left_out)} more columns in summary.md"
                if left_out else None)
-    table = Table(title=title, caption=caption)
+    ranking = ranked_by(summary)
+    table = Table(title=f"{title}, {ranking}" if ranking else title, caption=caption)
     for i in keep:
         table.add_column(header[i], justify="left" if i < 2 else "right", no_wrap=i < 3)
     for cells in rows:
@@ -367,7 +380,10 @@ def markdown_summary(run: RunInfo, summary: Summary) -> str:
              *[f"Options of {_md_code(row)}: {_md_code(options)}."
                for row, options in _row_options(run)],
              "",
-             "Word figures: per-page means (macro) with a bootstrap-t 95% interval; micro F1 from "
+             *([f"`#`: {ranked_by(summary)}, best first per dataset; rows with the same "
+                "figure share a rank."] if summary.rank_by else []),
+             "Word figures: per-page means (macro) with a bootstrap-t 95% interval (`(t)`: "
+             f"{STUDENT_T_NOTE}); micro F1 from "
              "counts summed over pages. Shingle figures: the article-extraction benchmark's "
              "metric (4-token shingles; F1 of the precision and recall means, ± the bootstrap "
              "standard deviation; exact: share of pages whose tokens equal the gold's). "
@@ -541,11 +557,12 @@ def precision_recall_svg(series: list[tuple[str, list[tuple[float, float]], Metr
 
 def dataset_bars_svg(datasets: list[str], services: list[str],
                      means: dict[tuple[str, str], MetricSummary]) -> str:
-    """Mean word F1 per dataset, one bar per service, with its 95% interval."""
+    """Mean word F1 per dataset, one bar per service, with its 95% interval as a line
+    (each bar's title gives both, and says where the interval is Student's t)."""
     width, height, left, right, top, bottom = 900, 380, 70, 170, 30, 70
     x0, x1, y0, y1 = left, width - right, height - bottom, top
     parts = _svg_open("plot-dataset-bars", width, height, "Mean word F1 per dataset",
-                      "Mean word F1 per dataset (bars: 95% interval)", (x0 + x1) / 2)
+                      "Mean word F1 per dataset (lines: 95% interval)", (x0 + x1) / 2)
     parts += _y_axis(y0, y1, x0, "mean word F1")
     parts.append(f'<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="#333"/>')
     group_w = (x1 - x0) / max(1, len(datasets))
@@ -564,10 +581,14 @@ def dataset_bars_svg(datasets: list[str], services: list[str],
                 continue
             bx = gx + s * bar_w
             colour = _colour(s)
+            interval = ""
+            if metric.ci_low is not None and metric.ci_high is not None:
+                interval = (f", 95% interval [{metric.ci_low:.3f}, {metric.ci_high:.3f}]"
+                            + (" (Student's t)" if metric.interval == "t" else ""))
             parts.append(f'<rect class="bar" x="{bx:.1f}" y="{py(metric.mean):.1f}" '
                          f'width="{bar_w * 0.9:.1f}" height="{y0 - py(metric.mean):.1f}" '
                          f'fill="{colour}"><title>{escape(service)} on {escape(dataset)}: '
-                         f'{metric.mean:.3f}</title></rect>')
+                         f'mean {metric.mean:.3f}{escape(interval)}</title></rect>')
             if metric.ci_low is not None and metric.ci_high is not None:
                 cx = bx + bar_w * 0.45
                 parts.append(f'<line class="ci" x1="{cx:.1f}" y1="{py(metric.ci_low):.1f}" '
@@ -729,8 +750,10 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult],
                   *[f"<li>{escape(w)}</li>" for w in warnings], "</ul>"]
     parts += [
         "<h2>Results</h2>",
-        '<p class="note">Ranked best first per dataset. Word figures by token alignment '
-        "(LCS): per-page means with a bootstrap-t 95% interval; micro F1 from counts summed "
+        f'<p class="note"><code>#</code>: {escape(ranked_by(summary) or "ranked")}, best '
+        "first per dataset; rows with the same figure share a rank. Word figures by token "
+        "alignment (LCS): per-page means with a bootstrap-t 95% interval (<code>(t)</code>: "
+        f"{escape(STUDENT_T_NOTE)}); micro F1 from counts summed "
         "over pages; bag F1 by bag of words. Shingle figures: the article-extraction "
         "benchmark's metric (4-token shingles; F1 of the precision and recall means ± the "
         "bootstrap standard deviation; exact: share of pages whose tokens equal the gold's). "
@@ -813,7 +836,9 @@ def write_exports(out_dir: Path, summary: Summary, results: Sequence[PageResult]
     tables, plots = out_dir / "tables", out_dir / "plots"
     tables.mkdir(exist_ok=True)
     plots.mkdir(exist_ok=True)
-    named = {"results": (*table_rows(summary), "Results, ranked per dataset"),
+    ranking = f"Results, {ranked_by(summary)}, best first per dataset" if summary.rank_by \
+        else "Results, ranked per dataset"
+    named = {"results": (*table_rows(summary), ranking),
              "details": (*detail_rows(summary), "Block F1, time, error reasons and empty answers"),
              "pairwise": (*pairwise_rows(summary), "Pairwise Wilcoxon signed-rank tests")}
     for dataset, header, rows in significance_matrices(summary):

@@ -8,7 +8,9 @@ scoring.score_empty); "skipped" pages are left out and counted, as are errors th
 carry no scores.
 
 Services are compared by a Wilcoxon signed-rank test of per-page word F1 on the
-pages both scored, with Holm's correction over all the tests of a summary.
+pages both scored, with Holm's correction over all the tests of a summary. The test
+ranks the pages whose F1 differ; its p-value is exact over up to 50 of them (13 where
+two differences tie in size), the normal approximation beyond.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ class MetricSummary(BaseModel):
     std: float | None
     ci_low: float | None
     ci_high: float | None
+    interval: Literal["bootstrap-t", "t"] | None = None
+    """How ci_low and ci_high were found: the bootstrap-t, or Student's t where the
+    bootstrap-t interval is unbounded (bootstrap_cis), which the tables mark."""
 
 
 class LevelSummary(BaseModel):
@@ -135,6 +140,8 @@ class PairwiseTest(BaseModel):
 class Summary(BaseModel):
     services: list[ServiceSummary]
     pairwise: list[PairwiseTest]
+    rank_by: str | None = None
+    """The figure (a RANK_KEYS key) the rows' `rank` is by, once `ranked`."""
 
     def get(self, service: str, dataset: str) -> ServiceSummary:
         for row in self.services:
@@ -177,6 +184,17 @@ def bootstrap_cis(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RES
                   seed: int = BOOTSTRAP_SEED, level: float = 0.95,
                   bounds: tuple[float, float] | None = FIGURE_RANGE
                   ) -> list[tuple[float, float]]:
+    """Bootstrap-t 95% intervals of the means of the rows of `values` (see
+    _bootstrap_t, which also says which rows fell back to Student's t)."""
+    low, high, _ = _bootstrap_t(values, resamples=resamples, seed=seed, level=level,
+                                bounds=bounds)
+    return [(float(low[i]), float(high[i])) for i in range(len(low))]
+
+
+def _bootstrap_t(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                 seed: int = BOOTSTRAP_SEED, level: float = 0.95,
+                 bounds: tuple[float, float] | None = FIGURE_RANGE
+                 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
     """Bootstrap-t intervals of the means of k figures over the same n >= 2 pages
     (values: k x n): the mean minus the quantiles of the resamples' studentized mean
     t* = (mean* - mean) / se* times the sample's standard error (Efron and Tibshirani
@@ -191,9 +209,10 @@ def bootstrap_cis(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RES
     A resample with no spread (all its pages equal) has an unbounded t*. Where more
     than (1 - level) / 2 of them lie on one side, as with two or three pages or a
     sample of nearly all one value (12 pages at F1 0 and one at 0.97), the interval
-    would be unbounded too, and Student's t interval is given instead. Values all
-    equal give a zero-width interval. Intervals are clipped to `bounds`, which holds
-    every mean, so clipping never uncovers one.
+    would be unbounded too, and Student's t interval is given instead: the third
+    array returned says for which figures. Values all equal give a zero-width
+    interval. Intervals are clipped to `bounds`, which holds every mean, so clipping
+    never uncovers one.
 
     Vectorised: each resample is a row of page counts, shared by the k figures (and,
     cached, by every service with n pages), and the means and spreads come from
@@ -230,7 +249,7 @@ def bootstrap_cis(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RES
     low, high = np.where(flat, mean, low), np.where(flat, mean, high)
     if bounds is not None:
         low, high = np.clip(low, *bounds), np.clip(high, *bounds)
-    return [(float(low[i]), float(high[i])) for i in range(k)]
+    return low, high, unbounded & ~flat
 
 
 def describe_many(values: NDArray[np.float64]) -> list[MetricSummary]:
@@ -244,10 +263,11 @@ def describe_many(values: NDArray[np.float64]) -> list[MetricSummary]:
     if n == 1:  # one page has no spread and no interval to speak of
         return [MetricSummary(n=1, mean=float(means[i]), median=float(medians[i]), std=None,
                               ci_low=None, ci_high=None) for i in range(k)]
-    intervals = bootstrap_cis(values)
+    low, high, student = _bootstrap_t(values)
     stds = values.std(axis=1, ddof=1)
     return [MetricSummary(n=n, mean=float(means[i]), median=float(medians[i]),
-                          std=float(stds[i]), ci_low=intervals[i][0], ci_high=intervals[i][1])
+                          std=float(stds[i]), ci_low=float(low[i]), ci_high=float(high[i]),
+                          interval="t" if student[i] else "bootstrap-t")
             for i in range(k)]
 
 
@@ -352,8 +372,12 @@ def wilcoxon_test(dataset: str, service_a: str, service_b: str,
     if n_nonzero < MIN_PAIRS:
         return base.model_copy(update={
             "note": f"too few pages with differing F1 ({n_nonzero} < {MIN_PAIRS})"})
-    result = stats.wilcoxon(diff, zero_method="wilcox", alternative="two-sided")
+    # Only the differing pages: the test drops the ties (zero_method "wilcox") either
+    # way, but scipy's `auto` counts them in choosing its method, and would take the
+    # normal approximation for 10 differing pages among 60 tied ones (two settings of
+    # one service) where the exact distribution over those 10 is at hand.
     differing = diff[diff != 0]
+    result = stats.wilcoxon(differing, zero_method="wilcox", alternative="two-sided")
     ranks = stats.rankdata(np.abs(differing))
     above, below = float(ranks[differing > 0].sum()), float(ranks[differing < 0].sum())
     favours = service_a if above > below else service_b if below > above else None
@@ -452,8 +476,8 @@ def ranked(summary: Summary, key: str = "f1") -> Summary:
     """The summary with its rows ordered by dataset (pooled last), then best first by
     `key`, each with its `rank`. Only rows scored on as many pages as the dataset's
     best-covered row are ranked: one that skipped pages (rss where a page has no feed)
-    has means over fewer, often easier, pages. Unranked rows follow, best first, and
-    rows without the figure go last, by name."""
+    has means over fewer, often easier, pages. Rows with the same figure share a rank.
+    Unranked rows follow, best first, and rows without the figure go last, by name."""
     if key not in RANK_KEYS:
         raise KeyError(f"unknown ranking {key!r}; known: {', '.join(RANK_KEYS)}")
     order = {d: i for i, d in enumerate(sorted({r.dataset for r in summary.services}
@@ -469,11 +493,19 @@ def ranked(summary: Summary, key: str = "f1") -> Summary:
                 row.pages - row.skipped < most_scored[row.dataset], -(value or 0.0),
                 row.service)
 
-    rows, places = [], dict.fromkeys(most_scored, 0)
+    # Rows with the same figure share a place (competition ranking, 1-2-2-4): two
+    # settings that extract alike would otherwise be ordered by their names. Means of
+    # the same page figures summed apart can differ in the last bit: not a difference.
+    rows, counted = [], dict.fromkeys(most_scored, 0)
+    last: dict[str, tuple[float, int]] = {}
     for row in sorted(summary.services, key=sort_key):
         rank = None
-        if rank_value(row, key) is not None and row.pages - row.skipped == most_scored[
-                row.dataset]:
-            rank = places[row.dataset] = places[row.dataset] + 1
+        value = rank_value(row, key)
+        if value is not None and row.pages - row.skipped == most_scored[row.dataset]:
+            counted[row.dataset] += 1
+            figure = round(value, DIFFERENCE_DECIMALS)
+            previous = last.get(row.dataset)
+            rank = previous[1] if previous and previous[0] == figure else counted[row.dataset]
+            last[row.dataset] = (figure, rank)
         rows.append(row.model_copy(update={"rank": rank}))
-    return summary.model_copy(update={"services": rows})
+    return summary.model_copy(update={"services": rows, "rank_by": key})

@@ -10,6 +10,7 @@ import shutil
 import struct
 import subprocess
 import zlib
+from html import unescape
 from pathlib import Path
 
 import numpy as np
@@ -442,3 +443,91 @@ def test_test_sets_whose_names_make_one_file_name_get_a_table_each(tmp_path: Pat
                 for name in ("significance-a_b.tex", "significance-a_b-2.tex")]
     assert [c.group(1) if c else None for c in captions] == ["a-b", "a.b"]
     assert paths["significance-a_b-2.csv"].read_text(encoding="utf-8").startswith(",1,2,3")
+
+
+@pytest.fixture(scope="module")
+def sample_results() -> list[PageResult]:
+    """The built-in sample extracted in-process by three services and scored as a run
+    scores it: jusText finds no text on 12 of its 13 short pages
+    (orchestrator/sample/README.md), so its per-page F1 is nearly all 0."""
+    from orchestrator.testsets import SAMPLE_DIR, open_dataset_dir
+    from shared.registry import get_service
+
+    algorithms = {name: get_service(name).algorithm() for name in ("readability", "justext",
+                                                                  "bte")}
+    results = []
+    for page in open_dataset_dir(SAMPLE_DIR).pages():
+        html = page.html_text()
+        ref = prepare_page(html, page.gold)
+        for name, algorithm in algorithms.items():
+            extraction = algorithm.extract(html, algorithm.options_model(), None)
+            text = extraction.content_text()
+            results.append(PageResult(run_id="sample-run", dataset="sample", page_id=page.id,
+                                      service=name, status="ok", text=text,
+                                      scores=score_extraction(ref, text, extraction.blocks)))
+    return results
+
+
+def _sample_run(results: list[PageResult]) -> RunInfo:
+    return RunInfo(id="sample-run", datasets=["sample"], services=["readability", "justext",
+                                                                   "bte"], status="finished")
+
+
+def test_every_table_names_the_figure_it_ranks_by(sample_results: list[PageResult],
+                                                  tmp_path: Path) -> None:
+    """`--rank-by shingle_f1` orders the rows by the shingle F1, and the word F1 beside
+    the rank then need not fall: every table that shows the rank says which figure it
+    is, and that figure's column falls with the rank."""
+    from orchestrator.statistics import ranked
+
+    paths = write_outputs(tmp_path, _sample_run(sample_results), sample_results,
+                          rank_by="shingle_f1")
+    header, rows = table_rows(ranked(summarize(sample_results), "shingle_f1"))
+    shingle = [float(cells[header.index("shingle F1 ± sd")].split()[0]) for cells in rows]
+    assert [cells[0] for cells in rows] == ["1", "2", "3"]
+    assert shingle == sorted(shingle, reverse=True)
+    said = "ranked by shingle F1"
+    assert said in paths["markdown"].read_text(encoding="utf-8")
+    assert said in paths["html"].read_text(encoding="utf-8")
+    assert said in paths["results.tex"].read_text(encoding="utf-8")
+    console = Console(record=True, width=300)
+    console.print(render_table(ranked(summarize(sample_results), "shingle_f1"), width=300))
+    assert said in console.export_text()
+    default = write_outputs(tmp_path / "default", _sample_run(sample_results), sample_results)
+    assert "ranked by word F1" in default["markdown"].read_text(encoding="utf-8")
+
+
+def test_an_interval_from_students_t_is_marked_as_one(sample_results: list[PageResult],
+                                                       tmp_path: Path) -> None:
+    """12 of jusText's 13 sample pages have F1 0: most resamples have no spread, the
+    bootstrap-t has no bounds, and the interval is Student's t (bootstrap_cis). Every
+    table shows that interval marked `(t)`, the notes say what the mark means, and the
+    bootstrap-t ones stay unmarked."""
+    from scipy import stats
+
+    summary = summarize(sample_results)
+    f1 = {name: [r.scores.word.f1 for r in sample_results if r.service == name and r.scores]
+          for name in ("justext", "readability")}
+    assert sum(v == 0 for v in f1["justext"]) == 12
+    justext = summary.get("justext", "sample").levels["word"].macro["f1"]
+    low, high = stats.t.interval(0.95, len(f1["justext"]) - 1, loc=np.mean(f1["justext"]),
+                                 scale=stats.sem(f1["justext"]))
+    assert (justext.ci_low, justext.ci_high) == pytest.approx((max(0.0, low), min(1.0, high)))
+    assert justext.interval == "t"
+    assert summary.get("readability", "sample").levels["word"].macro["f1"].interval == \
+        "bootstrap-t"
+    header, rows = table_rows(summary)
+    cells = {row[1]: row[header.index("word F1 (95% CI)")] for row in rows}
+    assert cells["justext"].endswith("] (t)")
+    assert cells["readability"].endswith("]")
+    paths = write_outputs(tmp_path, _sample_run(sample_results), sample_results)
+    for name in ("markdown", "html", "results.csv", "results.tex"):
+        text = paths[name].read_text(encoding="utf-8").replace("{]}", "]")  # LaTeX's ]
+        assert "] (t)" in text, name
+    for name in ("markdown", "html"):
+        notes = unescape(paths[name].read_text(encoding="utf-8"))
+        assert "(t)`: Student's t" in notes.replace("<code>", "`").replace("</code>", "`")
+    bars = unescape(paths["dataset_bars.svg"].read_text(encoding="utf-8"))
+    assert "bars: 95% interval" not in bars  # the bars are the means
+    assert re.search(r"justext on sample: mean [\d.]+, 95% interval \[[\d.]+, [\d.]+\] "
+                     r"\(Student's t\)", bars)
