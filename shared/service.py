@@ -63,24 +63,37 @@ def error_response(exc: ServiceError) -> Response:
                     media_type="application/json")
 
 
-# A 413 leaves the rest of the body unread: the connection ends after the reply.
+# A 413 that leaves the rest of the body unread ends the connection after the reply.
 _CLOSE = {"connection": "close"}
+# How much of a body past the limit is read and dropped before the 413, so that a
+# client that sends its whole body before reading (Python's http.client, and requests
+# on it) gets the reply rather than a reset connection (RFC 9112, section 9.6). A body
+# longer still is refused at once, its rest unread.
+DRAIN_BYTES = 16 * 2**20
 
 
 async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
-    """A request body from its chunks, refused with 413 as soon as it passes `limit`
-    bytes (at once when the declared Content-Length already does)."""
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    """A request body from its chunks, refused with 413 once it passes `limit` bytes:
+    after the rest of it is read and dropped where that is at most DRAIN_BYTES more (the
+    connection then stays open), else at once (at the start when the declared
+    Content-Length says so)."""
+    size = int(declared) if declared is not None and declared.isdigit() else None
+    if size is not None and size > limit + DRAIN_BYTES:
         raise ServiceError(413, "too_large", f"the body is {declared} bytes; the limit is {limit}",
                            _CLOSE)
     parts: list[bytes] = []
-    size = 0
+    received = 0
     async for chunk in chunks:
-        size += len(chunk)
-        if size > limit:
+        received += len(chunk)
+        if received > limit + DRAIN_BYTES:
             raise ServiceError(413, "too_large", f"the body passes the limit of {limit} bytes",
                                _CLOSE)
-        parts.append(chunk)
+        if received <= limit:
+            parts.append(chunk)
+        else:
+            parts.clear()  # dropped: only its length is wanted now
+    if received > limit:
+        raise ServiceError(413, "too_large", f"the body is {received} bytes; the limit is {limit}")
     return b"".join(parts)
 
 

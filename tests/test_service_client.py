@@ -189,3 +189,34 @@ def test_a_405_names_head_among_the_methods_taken(bte: tuple[str, httpx.Client])
     reply = client.post(f"{url}/health")
     assert_error(reply, 405)
     assert reply.headers["allow"] == "GET, HEAD"
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_body_a_little_past_the_limit_gets_its_413_on_any_client(chunked: bool) -> None:
+    """Python's http.client (which requests uses) sends the whole body before it reads
+    the reply: a service that stopped reading at the limit and closed would reset the
+    connection under it. Read and dropped, the body gets its 413, and the connection
+    serves the next request."""
+    import http.client
+
+    limit = 1 << 20
+    with serve_service("bte", ServiceSettings(max_body_bytes=limit)) as (url, _):
+        host, port = url.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=30)
+        # Larger than what the loopback's socket buffers take in before anyone reads.
+        body = b"<html><body>" + b"<p>word</p>" * (13 * limit // 11) + b"</body></html>"
+        headers = {"content-type": "text/html"}
+        if chunked:
+            connection.request("POST", "/extract", body=iter([body]), headers=headers,
+                               encode_chunked=True)
+        else:
+            connection.request("POST", "/extract", body=body, headers=headers)
+        refused = connection.getresponse()
+        detail = refused.read()
+        assert refused.status == 413, detail[:200]
+        assert b'"too_large"' in detail
+        assert f"{len(body)} bytes".encode() in detail
+        connection.request("POST", "/extract", body=PAGE.encode(), headers=headers)
+        answered = connection.getresponse()
+        assert answered.status == 200, answered.read()[:200]
+        connection.close()
