@@ -239,7 +239,7 @@ def run(
         console.print(f"[yellow]warning: {escape(unused)}", highlight=False, soft_wrap=True)
     from orchestrator.predictions import PredictionsError, prediction_rows
     from orchestrator.runner import RunSpec
-    from orchestrator.store import run_owner_alive
+    from orchestrator.store import held_state, run_owner_alive
 
     rows: dict[str, str] = {}
     if predictions is not None and not resume:
@@ -269,8 +269,7 @@ def run(
                 _error(f"no run {run_id!r} in {config.store_path}" + _store_hint(run_id, config))
                 raise typer.Exit(2)
             if run_owner_alive(info):
-                state = "queued" if info.status == "pending" else "running"
-                _error(f"run {run_id} is {state} in process {info.owner}: wait for "
+                _error(f"run {run_id} is {held_state(info)} in process {info.owner}: wait for "
                        f"it, or stop it with `boilerbench runs cancel {run_id}`")
                 raise typer.Exit(2)
             spec = RunSpec.model_validate(db.spec(run_id))

@@ -36,7 +36,7 @@ import httpx
 
 from shared.contract import START_FAILED, bearer_header
 from shared.registry import SERVICES, get_service
-from shared.workers import same_imports_env
+from shared.workers import process_exists, same_imports_env
 
 DEFAULT_PORT_BASE = min(entry.port for entry in SERVICES.values())
 """The port of the first service of the registry: `--port-base` of the registry ports."""
@@ -364,7 +364,7 @@ class LocalStack:
         for service in signalled:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 service.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            while _group_alive(service.process.pid) and time.monotonic() < deadline:
+            while process_exists(service.process.pid, group=True) and time.monotonic() < deadline:
                 time.sleep(0.05)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(service.process.pid, signal.SIGKILL)
@@ -379,17 +379,6 @@ class LocalStack:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
-
-
-def _group_alive(group: int) -> bool:
-    """Whether a process group still has a member (a zombie not yet reaped counts)."""
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def stack_with_members(name: str, members: Sequence[str],

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.models import PageResult
+from shared.pairing import GOLD_SUFFIX, HTML_SUFFIXES
 
 OUTPUTS_FOLDER = "outputs"
 MISSING = "the prediction file has no text for this page"
-FILE_NAME_SUFFIXES = (".html", ".htm", ".txt", ".json")
+FILE_NAME_SUFFIXES = (*HTML_SUFFIXES, GOLD_SUFFIX, ".json")
 """The suffixes of a key that names a page by a file of it (matched in any case)."""
 
 

@@ -92,14 +92,18 @@ folder cannot be written), `foreign` (not a store of boilerbench), `newer` (of a
 SCHEMA_VERSION)."""
 
 
+def held_state(info: RunInfo) -> str:
+    """An unfinished run's status as its owner holds it: a pending run is queued."""
+    return "queued" if info.status == "pending" else info.status
+
+
 class RunBusyError(Exception):
     """A run that another live process holds, queued or running: deleting it would
     fail that process's task. The message says how to stop it first."""
 
     def __init__(self, info: RunInfo) -> None:
-        state = "queued" if info.status == "pending" else info.status
         super().__init__(
-            f"run {info.id} is {state} in another process ({info.owner}): cancel it "
+            f"run {info.id} is {held_state(info)} in another process ({info.owner}): cancel it "
             f"first (`boilerbench runs cancel {info.id}`, or DELETE /runs/{info.id} to "
             "the server that holds it, which deletes it too), or end that process")
         self.info = info

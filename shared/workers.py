@@ -171,10 +171,12 @@ def _worker_main(sock: socket.socket, factory: str, argument: str) -> None:
         reply = handle(meta, payload)
 
 
-def process_exists(pid: int) -> bool:
-    """Whether a process `pid` exists on this host (one of another user's counts)."""
+def process_exists(pid: int, group: bool = False) -> bool:
+    """Whether a process `pid` exists on this host (one of another user's counts), or
+    with `group`, whether process group `pid` still has a member (a zombie not yet
+    reaped counts)."""
     try:
-        os.kill(pid, 0)
+        (os.killpg if group else os.kill)(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
