@@ -3,8 +3,10 @@
 A prediction file is JSON `{page id: {"articleBody": text}}`, or the same mapping
 under `"output"` beside a `"version"` (both as the Zyte benchmark publishes them), or
 plainly `{page id: text}`; null is no text; a file whose entries are objects none of
-which has "articleBody" is of another layout and refused. Every run writes one per
-service (`outputs/<service>.json` in its output folder), and a run can score such
+which has "articleBody" is of another layout and refused. An entry may also hold an
+"error" (a string): the page failed in the run that wrote the file, and is scored as
+that error again, empty output counted as an error (ErrorText). Every run writes one
+per service (`outputs/<service>.json` in its output folder), and a run can score such
 files beside its live services: each `<name>.json` of a folder, or one such file
 named alone, is a row named `<name>` (`<name>.json` when a live service has that
 name), scored from its texts without extracting again. In a run over several test
@@ -36,10 +38,28 @@ class PredictionsError(ValueError):
     """A prediction file or folder that cannot be used (one line saying why)."""
 
 
+class ErrorText(str):
+    """The text of a page that failed in the run that wrote the file, with its error: a
+    run scores a failed page as empty output but counts it as an error, and its
+    outputs/ re-scored must count it so too. A str (the page's text, mostly empty), so
+    readers that want the texts only read them as before."""
+
+    error: str
+
+    def __new__(cls, text: str, error: str) -> ErrorText:
+        made = super().__new__(cls, text)
+        made.error = error
+        return made
+
+    def __reduce__(self) -> tuple[type[ErrorText], tuple[str, str]]:
+        return ErrorText, (str(self), self.error)
+
+
 def read_predictions(path: Path) -> dict[str, str]:
-    """Page key -> extracted text of one prediction file. Entries of another layout (objects
-    without "articleBody" all through the file) are refused, not read as empty texts that
-    would score every page 0."""
+    """Page key -> extracted text of one prediction file (an ErrorText where the entry
+    has an "error"). Entries of another layout (objects without "articleBody" or "error"
+    all through the file) are refused, not read as empty texts that would score every
+    page 0."""
     try:  # bytes: JSON's own detection takes a BOM and UTF-16, as for JSON test sets
         data = json.loads(path.read_bytes())
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or text
@@ -53,14 +73,21 @@ def read_predictions(path: Path) -> dict[str, str]:
     bodies = 0
     other_keys: set[str] = set()
     for key, entry in data.items():
+        error = None
         if isinstance(entry, dict):
-            bodies += "articleBody" in entry
-            other_keys.update(k for k in entry if k != "articleBody")
+            bodies += "articleBody" in entry or "error" in entry
+            other_keys.update(k for k in entry if k not in ("articleBody", "error"))
+            error = entry.get("error")
+            if error is not None and not isinstance(error, str):
+                raise PredictionsError(f"{path}: page {key!r}: an \"error\" is a string, "
+                                       f"not {json.dumps(error)[:60]}")
         body = entry.get("articleBody") if isinstance(entry, dict) else entry
         if body is not None and not isinstance(body, str):
             raise PredictionsError(f"{path}: page {key!r}: expected {{\"articleBody\": "
                                    f"text}} or the text, not {json.dumps(entry)[:60]}")
         text = _utf8(path, key, body or "")
+        if error:
+            text = ErrorText(text, _utf8(path, key, error))
         normal = unicodedata.normalize("NFC", str(key))
         if normal in spelled:  # one page, two texts: which one is meant is not ours to pick
             raise PredictionsError(
@@ -161,8 +188,9 @@ def match_pages(texts: Mapping[str, str], pages: Mapping[str, Iterable[str]], ro
 
 
 def write_predictions(out_dir: Path, results: Iterable[PageResult]) -> dict[str, Path]:
-    """`outputs/<row>.json` for every row of a run (errors as empty text, as scored;
-    skipped pages left out)."""
+    """`outputs/<row>.json` for every row of a run (skipped pages left out). A page that
+    failed has its error beside its text (empty, as scored), so that re-scoring the file
+    counts it as an error as the run did; other tools read the articleBody alone."""
     per_row: dict[str, dict[str, dict[str, str]]] = {}
     results = list(results)
     several = len({r.dataset for r in results}) > 1
@@ -170,7 +198,10 @@ def write_predictions(out_dir: Path, results: Iterable[PageResult]) -> dict[str,
         if r.status == "skipped":
             continue
         key = f"{r.dataset}/{r.page_id}" if several else r.page_id
-        per_row.setdefault(r.service, {})[key] = {"articleBody": r.text}
+        entry = {"articleBody": r.text}
+        if r.status == "error":
+            entry["error"] = r.error or "error"
+        per_row.setdefault(r.service, {})[key] = entry
     folder = out_dir / OUTPUTS_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     paths = {}

@@ -80,6 +80,7 @@ from orchestrator.insample import trained_pages
 from orchestrator.models import PageResult, PageScores, RunInfo
 from orchestrator.predictions import (
     MISSING,
+    ErrorText,
     PageTexts,
     lookup,
     match_pages,
@@ -913,7 +914,10 @@ class RunExecution:
         """The row's extract of the page: from its prediction file, or its service."""
         if row in self.predicted:
             text = lookup(self.predicted[row], dataset.name, page.id)
-            return Outcome(error=MISSING) if text is None else Outcome(text)
+            if text is None:
+                return Outcome(error=MISSING)
+            # A page that failed in the run that wrote the file fails again here.
+            return Outcome(error=text.error) if isinstance(text, ErrorText) else Outcome(text)
         if self.extractor is None:
             raise RuntimeError("execute_run needs an extractor for live services")
         return await self.extractor.extract(row, html, options)

@@ -1,7 +1,8 @@
 """Reading crawl archives: the HTML responses of WARC files, and what else they hold.
 
-A WARC compressed per record (the usual `.warc.gz`, ISO 28500 annex D) is split into
-its gzip members first; an uncompressed one is read as it is. Records are then cut
+A WARC compressed per record (the usual `.warc.gz`, ISO 28500 annex D, or `.warc.zst`,
+IIPC's "WARC zstd": a zstd frame per record, maybe after a dictionary) is split into
+its gzip members or zstd frames first; an uncompressed one is read as it is. Records are then cut
 here by their Content-Length, and each is checked against what follows it (two
 CRLFs, then the next record or the end): a record whose Content-Length does not fit,
 or bytes that are no record, are reported, and reading goes on at the next record
@@ -9,8 +10,9 @@ header. So a bad record costs that record only, compressed or not. FastWARC pars
 each record's header.
 
 No record larger than MAX_RECORD_BYTES is held in memory, compressed or not: a
-gzip member is dropped as it inflates past it, a record whose Content-Length passes
-it is passed over unread, and a body's content coding is undone up to it only.
+gzip member is dropped as it inflates past it, a zstd frame is stopped there (or
+passed over unread when its compressed bytes pass it), a record whose Content-Length
+passes it is passed over unread, and a body's content coding is undone up to it only.
 
 A page is an HTTP response of status 200 or 203 (RFC 9110, section 15: the others'
 content is not the page at their URI). It counts as HTML by its HTTP Content-Type
@@ -27,7 +29,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal, cast
+from typing import TYPE_CHECKING, BinaryIO, Literal, cast
 
 from fastwarc.warc import WarcHeaderMap
 from isal import isal_zlib
@@ -35,7 +37,22 @@ from isal import isal_zlib
 from shared.answer import HTML_TYPES
 from shared.decoding import charset_parameter
 
+if TYPE_CHECKING:
+    from zstandard import ZstdDecompressor
+
 _GZIP_MAGIC = b"\x1f\x8b\x08"
+# A zstd frame (RFC 8878, section 3.1.1), and the skippable frames beside it (3.1.2:
+# magic 0x184D2A50 to 0x184D2A5F, little-endian): IIPC's WARC zstd holds its dictionary
+# in one of magic 0x184D2A5D at the start of the file.
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_SKIPPABLE_MAGIC = b"\x2a\x4d\x18"  # after a first byte of 0x50 to 0x5F
+_DICTIONARY_MAGIC = b"\x5d\x2a\x4d\x18"
+_NEXT_FRAME = re.compile(rb"\x28\xb5\x2f\xfd|[\x50-\x5f]\x2a\x4d\x18")
+# A zstd block holds at most 128 KiB (RFC 8878, section 3.1.1.2.4): a larger size read
+# from a block header says the bytes are no frame.
+_ZSTD_MAX_BLOCK = 128 << 10
+_ZSTD_MISSING = ("a zstd-compressed WARC: install zstandard (pip install "
+                 "'boilerbench[warc]') or decompress it with zstd -d")
 _READ_BYTES = 1 << 20
 MAX_RECORD_BYTES = 512 << 20
 """A record past this is skipped as too large, without being kept: a gzip member (a
@@ -128,10 +145,12 @@ def read_warc(path: Path) -> Iterator[WarcItem]:
     """Every record of one WARC file, as a page, an odd record or another record."""
     limit = MAX_RECORD_BYTES
     with path.open("rb") as stream:
-        gzipped = stream.read(3) == _GZIP_MAGIC
+        magic = stream.read(4)
         stream.seek(0)
-        if gzipped:
-            for member in _gzip_members(stream, limit):
+        if magic.startswith(_GZIP_MAGIC) or _is_zstd(magic):
+            members = _gzip_members(stream, limit) if magic.startswith(_GZIP_MAGIC) \
+                else _zstd_frames(stream, limit)
+            for member in members:
                 if isinstance(member, OddRecord):
                     yield member
                 else:
@@ -200,6 +219,136 @@ def _next_member(stream: BinaryIO, data: bytes) -> bytes:
         if not more:
             return b""
         data = data[-2:] + more
+
+
+def _is_zstd(magic: bytes) -> bool:
+    """Whether a file starting with these 4 bytes starts with a zstd or skippable frame."""
+    return magic == _ZSTD_MAGIC or (magic[1:] == _SKIPPABLE_MAGIC and magic[0] >> 4 == 5)
+
+
+def _zstd_frames(stream: BinaryIO, limit: int) -> Iterator[bytes | OddRecord]:
+    """The decompressed zstd frames of a stream, one at a time, with the dictionary of a
+    leading dictionary frame (IIPC WARC zstd; it may be zstd-compressed itself).
+    Skippable frames are passed over. Each frame's end is found from its block headers
+    before it is decompressed, so a frame that does not decompress costs that frame,
+    and one that inflates past `limit` is stopped there (a zstd block of 4 bytes can
+    stand for 128 KiB). Bytes that are no frame are reported, and reading goes on at
+    the next frame."""
+    try:
+        import zstandard
+    except ImportError:
+        yield OddRecord("malformed", None, _ZSTD_MISSING)
+        return
+    source = _Source(stream)
+    decompressor = zstandard.ZstdDecompressor()
+    has_dictionary = False
+    position = 0
+    while position < source.size:
+        magic = source.read(position, 8)
+        if magic[1:4] == _SKIPPABLE_MAGIC and magic[0] >> 4 == 5 and len(magic) == 8:
+            skipped = position + 8 + int.from_bytes(magic[4:], "little")
+            if skipped > source.size:
+                yield OddRecord("truncated", None, "the file ends inside a skippable zstd frame")
+                return
+            if magic[:4] == _DICTIONARY_MAGIC and position == 0:
+                try:
+                    if skipped - 8 > limit:
+                        raise _TooLargeError(f"it holds {skipped - 8:,} bytes, past {limit:,}")
+                    dictionary = source.read(8, skipped - 8)
+                    if dictionary.startswith(_ZSTD_MAGIC):
+                        dictionary = _zstd_inflate(decompressor, dictionary, limit, True)
+                    decompressor = zstandard.ZstdDecompressor(
+                        dict_data=zstandard.ZstdCompressionDict(dictionary))
+                    has_dictionary = True
+                except (zstandard.ZstdError, _TooLargeError) as exc:
+                    yield OddRecord("malformed", None, f"the zstd dictionary is unusable: {exc}")
+            position = skipped
+            continue
+        end = _zstd_frame_end(source, position) if magic.startswith(_ZSTD_MAGIC) else None
+        if end is None:
+            found = source.find(_NEXT_FRAME, position + 1)
+            size = (found if found is not None else source.size) - position
+            yield OddRecord("malformed", None, f"{size:,} bytes that are no zstd frame")
+            if found is None:
+                return
+            position = found
+            continue
+        whole = end <= source.size
+        if min(end, source.size) - position > limit:
+            yield OddRecord("too_large", None, f"a zstd frame of {end - position:,} "
+                            f"compressed bytes, past {limit:,}")
+            position = end
+            continue
+        frame = source.read(position, min(end, source.size) - position)
+        try:
+            member = _zstd_inflate(decompressor, frame, limit, whole)
+        except _TooLargeError as exc:
+            yield OddRecord("too_large", None, f"a zstd frame {exc}")
+        except zstandard.ZstdError as exc:
+            if not whole:
+                yield OddRecord("truncated", None, "the file ends inside a zstd frame")
+                return
+            # A frame's header names the dictionary it was compressed with, if any.
+            hint = " (it needs a dictionary, which the file does not begin with)" \
+                if frame[4] & 3 and not has_dictionary else ""
+            yield OddRecord("malformed", None, f"a zstd frame does not decompress: {exc}{hint}")
+        else:
+            if whole:
+                yield member
+            else:  # the file ends inside this frame: what decompressed is a record cut short
+                yield member if member.startswith(b"WARC/") else OddRecord(
+                    "truncated", None, "the file ends inside a zstd frame")
+        position = end
+
+
+def _zstd_frame_end(source: _Source, start: int) -> int | None:
+    """The offset just past the zstd frame at `start`, from its header and its blocks'
+    headers (RFC 8878, section 3.1.1), past the end of the source for a frame the file
+    cuts; None where the bytes are no frame (a reserved bit or block type, a block
+    larger than a block can be)."""
+    header = source.read(start, 6)
+    if len(header) < 6:
+        return start + 6
+    descriptor = header[4]
+    if descriptor & 0x08:
+        return None
+    single_segment = descriptor >> 5 & 1
+    position = (start + 5 + (1 - single_segment) + (0, 1, 2, 4)[descriptor & 3]
+                + (single_segment, 2, 4, 8)[descriptor >> 6])
+    while True:
+        block = source.read(position, 3)
+        if len(block) < 3:
+            return position + 3
+        value = int.from_bytes(block, "little")
+        kind, size = value >> 1 & 3, value >> 3
+        if kind == 3 or size > _ZSTD_MAX_BLOCK:
+            return None
+        position += 3 + (1 if kind == 1 else size)
+        if value & 1:  # the last block; a checksum may follow
+            return position + 4 * (descriptor >> 2 & 1)
+
+
+def _zstd_inflate(decompressor: ZstdDecompressor, frame: bytes, limit: int,
+                  whole: bool) -> bytes:
+    """A zstd frame decompressed, _TooLargeError past `limit` bytes: a frame whose header
+    gives its size is decompressed at once when that fits (zstd checks it holds that
+    much), any other is read in steps and stopped past the limit."""
+    from zstandard import frame_content_size
+
+    declared = frame_content_size(frame)
+    if declared > limit:
+        raise _TooLargeError(f"declares {declared:,} bytes, past {limit:,}")
+    if declared >= 0 and whole:
+        return decompressor.decompress(frame)
+    parts: list[bytes] = []
+    size = 0
+    with decompressor.stream_reader(frame, read_across_frames=False) as reader:
+        while part := reader.read(_READ_BYTES):
+            size += len(part)
+            if size > limit:
+                raise _TooLargeError(f"inflates past {limit:,} bytes")
+            parts.append(part)
+    return b"".join(parts)
 
 
 def _records(stream: BinaryIO, limit: int) -> Iterator[WarcItem]:
@@ -349,6 +498,17 @@ class _Source:
         then the next record or the end of the stream."""
         rest = self.read(self.skip_line_ends(offset), 32)
         return not rest or _RECORD_START.match(rest) is not None
+
+    def find(self, pattern: re.Pattern[bytes], offset: int) -> int | None:
+        """The offset of the first match of `pattern` (at most 32 bytes long) from
+        `offset` on, or None."""
+        window = 1 << 20
+        while offset < self.size:
+            found = pattern.search(self.read(offset, window + 32))
+            if found is not None:
+                return offset + found.start()
+            offset += window
+        return None
 
     def find_record(self, offset: int) -> int | None:
         """The offset of the first record header (a `WARC/x.y` line at a line start) from
