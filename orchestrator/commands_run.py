@@ -528,17 +528,24 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig,
                 stack.stop()
 
 
+# What a finished run's output folder holds, in the order the paths are printed.
+_REPORTS = ("results.json", "pages.csv", "summary.md", "report.html", "outputs", "tables",
+            "plots")
+
+
 def _finished_results(db: Store, run_id: str, spec: RunSpec) -> list[PageResult]:
     """The stored results of a run resumed after it finished: there is nothing left to
     extract or score, so no service is started and the reports are kept as they are
-    (written again only where they are gone, from the stored scores)."""
+    (written again from the stored scores where any of them is gone: the scores give
+    the same bytes, so the ones still there do not change)."""
     from orchestrator.runner import run_output_dir, write_run_outputs
 
     console.print(f"run {run_id} is already finished: nothing to resume; its results as "
                   "recorded", highlight=False, soft_wrap=True)
     results = db.results(run_id)
     output_folder = Path(spec.output_folder)
-    if not (run_output_dir(output_folder, run_id) / "results.json").exists():
+    out_dir = run_output_dir(output_folder, run_id)
+    if not all((out_dir / name).exists() for name in _REPORTS):
         try:
             write_run_outputs(db, run_id, output_folder, results)
         except OSError as exc:
@@ -574,8 +581,7 @@ def _print_results(results: list[PageResult], run_id: str, output_folder: Path,
                                                   f"{first.page_id}: {first.error}"),
                       soft_wrap=True)
     out_dir = run_output_dir(output_folder, run_id)
-    for name in ("results.json", "pages.csv", "summary.md", "report.html", "outputs", "tables",
-                 "plots"):
+    for name in _REPORTS:
         if (out_dir / name).exists():  # an unfinished run has none yet
             out.print(escape(f"{name}: {out_dir / name}"), soft_wrap=True)
     failed = [row.service for row in summary.services

@@ -88,7 +88,7 @@ from orchestrator.predictions import (
     write_predictions,
 )
 from orchestrator.scoring import PageReference, block_marks, prepare_page, score_empty
-from orchestrator.statistics import Summary, ranked, summarize
+from orchestrator.statistics import ALL_DATASETS, Summary, ranked, summarize
 from orchestrator.store import Store
 from orchestrator.testsets import (
     Dataset,
@@ -523,6 +523,10 @@ def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (
     names = [s.name for s in sources]
     if len(set(names)) != len(names):
         raise ValueError(f"two test sets have the same name: {names}")
+    if len(names) > 1 and ALL_DATASETS in names:
+        # its rows and pairwise tests would be mixed with those over every set pooled
+        raise ValueError(f"a test set is named {ALL_DATASETS!r}, the name of the rows over "
+                         "the pages of every test set of the run: rename it")
     all_sets = datasets + list(memory)
     if not any(d.ids for d in all_sets):  # one empty set among others is a warning
         raise DatasetError(f"{', '.join(names) or 'the run'}: no page with both its HTML "
