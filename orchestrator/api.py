@@ -92,6 +92,7 @@ from orchestrator.store import (
     Store,
     StoreError,
     delete_run_with_folders,
+    resume_hint,
     run_owner_alive,
 )
 from orchestrator.testsets import (
@@ -306,12 +307,23 @@ class ApiState:
                     await execute_run(self.store, run_id, urls=urls)
             except RunCancelledError:
                 log.info("run %s was cancelled", run_id)
-            except Exception:
+            except Exception as exc:
                 log.exception("run %s failed", run_id)
+                self.record_failure(run_id, exc)
             finally:
                 self.tasks.pop(run_id, None)
 
         self.tasks[run_id] = asyncio.get_running_loop().create_task(run())
+
+    def record_failure(self, run_id: str, exc: Exception) -> None:
+        """Record a run whose task ended on an error still unfinished (its outputs could
+        not be written, say) as failed, with the error: else it would stay `running`
+        while this server lives, held by it, and no one could resume it."""
+        try:
+            if self.store.status(run_id) in UNFINISHED:
+                self.store.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}")
+        except (StoreError, KeyError):
+            log.exception("run %s could not be recorded as failed", run_id)
 
     def check_queue(self) -> None:
         """Refuse (429) a new run while max_queued_runs runs already wait."""
@@ -364,6 +376,14 @@ class ApiState:
 
     def spec(self, run_id: str) -> RunSpec:
         return RunSpec.model_validate(self.store.spec(run_id))
+
+    def details(self, run_id: str, status: str) -> dict[str, Any]:
+        """A run's warnings, error and last update; an interrupted run's error says how
+        to resume it, as no process will take it up on its own."""
+        details = self.store.details(run_id)
+        if status == "interrupted" and details["error"] is None:
+            details["error"] = resume_hint(run_id, self.run_config.store_path)
+        return details
 
 
 def api_state(request: Request) -> ApiState:
@@ -488,9 +508,14 @@ async def _archive_request(request: Request, body: bytes, api: ApiState, run_id:
     choice costs no unpacking)."""
     request._body = body  # the form parser reads the body already read (and limited)
     form = await request.form()
-    upload = form.get(ARCHIVE_FIELD)
+    uploads = form.getlist(ARCHIVE_FIELD)
+    upload = uploads[0] if uploads else None
     if upload is None or isinstance(upload, str):
         raise ServiceError(422, "invalid_request", "the form needs an `archive` file")
+    if len(uploads) > 1:  # one would be ignored: its pages silently not scored
+        raise ServiceError(422, "invalid_request",
+                           f"the form has {len(uploads)} `archive` fields; send one archive "
+                           "(one archive may hold several test sets)")
     choices = _form_choices(form)
     folders, warnings = await api.unpack_upload(upload, run_id)
     return choices, folders, warnings
@@ -595,20 +620,22 @@ async def list_runs(api: Api) -> Response:
 async def get_run(run_id: str, api: Api) -> Response:
     info = api.run_info(run_id)
     return json_response({**info, "per_service": api.store.service_counts(run_id),
-                          **api.store.details(run_id)})
+                          **api.details(run_id, info["status"])})
 
 
 @router.get("/runs/{run_id}/results", responses=ONE_RUN,
             response_description="The figures of the results so far, and the pages' errors.")
 async def get_results(run_id: str, api: Api) -> Response:
     info = api.run_info(run_id)
-    results = api.store.results(run_id)
+    # Read in a thread: a run's results take seconds to read where it has a hundred
+    # thousand, and the event loop serves every request and executes the runs.
+    results = await asyncio.to_thread(api.store.results, run_id)
     spec = api.spec(run_id)
     summary = await asyncio.to_thread(run_summary, results, spec)
     errors = [{"dataset": r.dataset, "page_id": r.page_id, "service": r.service,
                "error": r.error} for r in results if r.status == "error"]
     return json_response({"run": info, "summary": summary.model_dump(mode="json"),
-                          "errors": errors, **api.store.details(run_id)})
+                          "errors": errors, **api.details(run_id, info["status"])})
 
 
 @router.delete("/runs/{run_id}",
@@ -679,8 +706,7 @@ async def get_report(run_id: str, api: Api) -> Response:
 async def get_page(run_id: str, page_id: str, api: Api, dataset: str | None = None
                    ) -> Response:
     api.run_info(run_id)
-    results = [r for r in api.store.results(run_id)
-               if r.page_id == page_id and (dataset is None or r.dataset == dataset)]
+    results = await asyncio.to_thread(api.store.page_results, run_id, page_id, dataset)
     sets = sorted({r.dataset for r in results})
     if not results:
         raise ServiceError(404, "not_found", f"run {run_id} has no page {page_id!r}")

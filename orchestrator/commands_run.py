@@ -783,6 +783,7 @@ def runs_show(
 ) -> None:
     """Print a run's status and results table."""
     from orchestrator.runner import RunSpec
+    from orchestrator.store import resume_hint
 
     config, db = _existing_store(config_file, store)
     with _store_failures(db):
@@ -790,6 +791,9 @@ def runs_show(
         if info is None:
             raise _unknown_run(run_id, config)
         out.print(f"run {run_id}: {info.status}, {_progress(info.counts)}", highlight=False)
+        if info.status == "interrupted":
+            console.print(f"[yellow]{escape(resume_hint(run_id, config.store_path))}",
+                          soft_wrap=True)
         for warning in db.details(run_id)["warnings"]:
             console.print(f"[yellow]warning: {escape(warning)}", soft_wrap=True)
         results = db.results(run_id)

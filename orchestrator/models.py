@@ -148,8 +148,8 @@ class PageResult(BaseModel):
 
 
 RunStatus = Literal["pending", "running", "finished", "failed", "cancelled", "interrupted"]
-"""`interrupted` is never stored: the store reports a `running` run so when the
-process running it is gone (Store.run)."""
+"""`interrupted` is never stored: the store reports a `pending` or `running` run so
+when the process that held it has ended (Store.run)."""
 
 
 class RunInfo(BaseModel):
@@ -165,5 +165,5 @@ class RunInfo(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     """Progress: e.g. total, ok, error, skipped page results."""
     owner: str | None = None
-    """`host:pid` of the process that recorded the run or last set it pending or
-    running: the one that has it queued or executes it."""
+    """`host:pid:start` (`host:pid` in older stores) of the process that recorded the
+    run or last set it pending or running: the one that has it queued or executes it."""

@@ -20,9 +20,11 @@ rolls back whole, so what was committed before stays and a run resumes from it.
 
 delete_run_with_folders is the one way a run is deleted (`boilerbench runs delete`,
 DELETE /runs/{id}): the store's rows, then the folders the run owns. A run is owned by
-the process that recorded it or last set it pending or running (`owner`, host:pid);
-while it is unfinished and that process lives, no other process deletes it
+the process that recorded it or last set it pending or running (`owner`,
+host:pid:start, the start time telling a pid taken again after a crash from the
+owner); while it is unfinished and that process lives, no other process deletes it
 (RunBusyError): the owner's queued or running task would fail on a run that is gone.
+Once that process has ended, the run is shown `interrupted` until it is resumed.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -194,25 +197,68 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _this_owner() -> str:
-    """This process as a run's owner."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _local_pid(owner: str | None) -> int | None:
-    """The pid of a `host:pid` run owner of this host; None for another host's (whose
-    process cannot be checked) or no owner."""
-    if owner is None:
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """The state and the start time (clock ticks after boot) of process `pid`, fields 3
+    and 22 of /proc/PID/stat; None where /proc does not tell them (no /proc, no such
+    process, or one hidden from this user)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
         return None
-    host, _, pid = owner.rpartition(":")
-    return int(pid) if host == socket.gethostname() and pid.isdigit() else None
+    fields = text.rpartition(b")")[2].split()  # the command name may hold spaces
+    return (fields[0].decode(), fields[19].decode()) if len(fields) > 19 else None
+
+
+@cache
+def _boot_id() -> str:
+    """The start of this boot's id: a start time counts from the boot, so one of an
+    earlier boot is told apart by it."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
+    except OSError:
+        return ""
+
+
+def _start_stamp(ticks: str) -> str:
+    return f"{ticks}@{_boot_id()}" if _boot_id() else ticks
+
+
+def _this_owner() -> str:
+    """This process as a run's owner: `host:pid:start`, its start time where /proc tells
+    it (else `host:pid`), so that a later process given the same pid after this one has
+    died is not taken for it: there is no heartbeat."""
+    owner = f"{socket.gethostname()}:{os.getpid()}"
+    stat = _proc_stat(os.getpid())
+    return owner if stat is None else f"{owner}:{_start_stamp(stat[1])}"
+
+
+def _local_owner(owner: str | None) -> tuple[int, str | None] | None:
+    """The pid and recorded start of a run owner of this host (`host:pid:start`, or
+    `host:pid` as stores recorded it before the start); None for another host's owner
+    (whose process cannot be checked) or no owner."""
+    host = socket.gethostname() + ":"
+    if owner is None or not owner.startswith(host):
+        return None
+    pid, _, start = owner.removeprefix(host).partition(":")
+    return (int(pid), start or None) if pid.isdigit() else None
+
+
+def _process_alive(pid: int, start: str | None) -> bool:
+    """Whether process `pid` lives and is the one that started at `start` where that
+    was recorded: a zombie has ended, and a pid taken since by another process (its
+    start differs) is the recorded one's no more."""
+    stat = _proc_stat(pid)
+    if stat is None:  # no /proc, or a process hidden from this user: its pid alone
+        return process_exists(pid)
+    state, ticks = stat
+    return state not in ("Z", "X") and (start is None or start == _start_stamp(ticks))
 
 
 def _owner_gone(owner: str | None) -> bool:
     """Whether the owner of a run is known to have ended: a process of this host that
-    no longer exists."""
-    pid = _local_pid(owner)
-    return pid is not None and not process_exists(pid)
+    no longer lives."""
+    local = _local_owner(owner)
+    return local is not None and not _process_alive(*local)
 
 
 def run_owner_alive(info: RunInfo) -> bool:
@@ -220,15 +266,23 @@ def run_owner_alive(info: RunInfo) -> bool:
     executes it or has it queued (one that must not be doubled, nor the run deleted
     under it). A process of another host cannot be checked: most often it is an
     earlier life of this server (a container recreated), so no."""
-    pid = _local_pid(info.owner) if info.status in UNFINISHED else None
-    return pid is not None and pid != os.getpid() and process_exists(pid)
+    local = _local_owner(info.owner) if info.status in UNFINISHED else None
+    return local is not None and local[0] != os.getpid() and _process_alive(*local)
 
 
 def _shown(info: RunInfo) -> RunInfo:
-    """A run as reported: `interrupted` when it is recorded running but its process died."""
-    if info.status == "running" and _owner_gone(info.owner):
+    """A run as reported: `interrupted` when it is recorded running or queued but the
+    process that held it has ended (no one will take it up until it is resumed)."""
+    if info.status in UNFINISHED and _owner_gone(info.owner):
         return info.model_copy(update={"status": "interrupted"})
     return info
+
+
+def resume_hint(run_id: str, store: Path) -> str:
+    """What an interrupted run's reader can do: whoever reads it, no process takes it up."""
+    return (f"the process that held the run ended before it finished; `boilerbench run "
+            f"--resume {run_id} --store {store}` resumes it, as does `boilerbench serve` "
+            "on this store when it starts")
 
 
 def _create_store_file(path: Path) -> None:
@@ -490,6 +544,19 @@ class Store:
             rows = db.execute(
                 "SELECT result FROM page_results WHERE run_id = ? "
                 "ORDER BY dataset, page_id, service", (run_id,)).fetchall()
+        return [PageResult.model_validate_json(row[0]) for row in rows]
+
+    def page_results(self, run_id: str, page_id: str, dataset: str | None = None
+                     ) -> list[PageResult]:
+        """The results of one page of a run (of every test set holding its id, or of
+        `dataset`): not every result of the run read to keep a few."""
+        query = "SELECT result FROM page_results WHERE run_id = ? AND page_id = ?"
+        params = [run_id, page_id]
+        if dataset is not None:
+            query += " AND dataset = ?"
+            params.append(dataset)
+        with self._reading() as db:
+            rows = db.execute(query + " ORDER BY dataset, service", params).fetchall()
         return [PageResult.model_validate_json(row[0]) for row in rows]
 
     def counts(self, run_id: str) -> dict[str, int]:

@@ -589,6 +589,68 @@ def test_runs_delete_refuses_the_runs_a_server_has_queued_or_running(
     assert httpx.get(f"{url}/runs", headers=AUTH).json()["runs"] == []
 
 
+def test_a_run_whose_outputs_cannot_be_written_ends_failed_not_running(
+        api: tuple[str, Path, Path], tmp_path: Path) -> None:
+    """A run whose task ends on an error is recorded failed with it: left `running`, it
+    would be held by the live server, so that no one could resume it."""
+    url, _, _ = api
+    (tmp_path / "out").write_text("a file where the output folder should be")
+    run_id = _inline_run(url).json()["id"]
+    info = _wait_status(url, run_id, "failed", timeout=20)
+    assert info["status"] == "failed", info
+    assert "NotADirectoryError" in info["error"]
+    assert info["counts"]["ok"] == 1  # its results stay, for `run --resume`
+
+
+def test_an_interrupted_run_says_how_to_resume_it(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    spec = RunSpec(datasets=[], services=["justext"], output_folder=str(tmp_path / "out"))
+    run_id = create_run(store, spec, memory=[in_memory("set", _pages(1))])
+    store.close()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    set_run_owner(path, run_id, dead.pid)
+    config = RunConfig(store=path, output_folder=tmp_path / "out", mode="embedded")
+    with TestClient(create_app(ApiSettings(resume=False), config)) as client:
+        for reply in (client.get(f"/runs/{run_id}").json(),
+                      client.get(f"/runs/{run_id}/results").json()):
+            status = reply.get("status", reply.get("run", {}).get("status"))
+            assert status == "interrupted", reply
+            assert f"--resume {run_id} --store {path}" in reply["error"]
+    shown = CliRunner().invoke(cli_app, ["runs", "show", run_id, "--store", str(path)])
+    assert shown.exit_code == 0, shown.output
+    assert f"--resume {run_id}" in shown.output
+
+
+def test_reading_a_big_runs_results_leaves_the_server_answering(
+        api: tuple[str, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's results take seconds to read where it has a hundred thousand: meanwhile
+    the server answers other requests (and its runs go on)."""
+    url, _, _ = api
+    run_id = _inline_run(url).json()["id"]
+    assert _wait_status(url, run_id, "finished")["status"] == "finished"
+    read = Store.results
+
+    def slow_read(store: Store, run: str) -> list[PageResult]:
+        time.sleep(3)
+        return read(store, run)
+
+    monkeypatch.setattr(Store, "results", slow_read)
+    reading = threading.Thread(target=httpx.get, args=(f"{url}/runs/{run_id}/results",),
+                               kwargs={"headers": AUTH, "timeout": 30})
+    reading.start()
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        assert httpx.get(f"{url}/runs/{run_id}", headers=AUTH, timeout=30).status_code == 200
+        assert time.monotonic() - started < 1.5
+    finally:
+        reading.join()
+    page = httpx.get(f"{url}/runs/{run_id}/pages/p0", headers=AUTH, timeout=30).json()
+    assert [row["row"] for row in page["rows"]] == ["justext"]
+
+
 def test_a_restart_resumes_runs_of_dead_processes_only(tmp_path: Path) -> None:
     """A run another live process executes is left to it; one whose process died, running
     or queued, waits (pending) for a slot, the oldest first, as this server's; an upload
@@ -620,12 +682,12 @@ def test_a_restart_resumes_runs_of_dead_processes_only(tmp_path: Path) -> None:
         assert shown == {older: "pending", newer: "pending", alive: "running"}
         # Resumed, they are this server's: no other process deletes them under it.
         store = Store(tmp_path / "store.sqlite")
-        owners = {run_id: info.owner for run_id in (older, newer, alive)
-                  if (info := store.run(run_id)) is not None}
+        owners = {run_id: info.owner.split(":")[:2] for run_id in (older, newer, alive)
+                  if (info := store.run(run_id)) is not None and info.owner is not None}
         store.close()
-        assert owners == {older: f"{socket.gethostname()}:{os.getpid()}",
-                          newer: f"{socket.gethostname()}:{os.getpid()}",
-                          alive: f"{socket.gethostname()}:{sleeper.pid}"}
+        assert owners == {older: [socket.gethostname(), str(os.getpid())],
+                          newer: [socket.gethostname(), str(os.getpid())],
+                          alive: [socket.gethostname(), str(sleeper.pid)]}
         assert not crashed_upload.exists()
     finally:
         sleeper.kill()
@@ -667,6 +729,19 @@ def test_an_overlapping_zip_is_refused(api: tuple[str, Path, Path]) -> None:
     reply = _upload(url, overlapping_zip(300, b"<p>" + b"x" * 20_000 + b"</p>"))
     assert reply.status_code == 422, reply.text
     assert "overlaps" in reply.json()["detail"]
+    assert not any(uploads.iterdir()) if uploads.exists() else True
+
+
+def test_a_form_with_two_archives_is_refused(api: tuple[str, Path, Path]) -> None:
+    """Two `archive` files: one would be scored and the other silently not."""
+    url, _, uploads = api
+    data = tar_bytes([("set/html/p1.html", PAGE.encode()), ("set/content/p1.txt", GOLD.encode())])
+    reply = httpx.post(f"{url}/runs", headers=AUTH, timeout=60, files=[
+        ("archive", ("one.tar.gz", data, "application/octet-stream")),
+        ("archive", ("two.tar.gz", data, "application/octet-stream"))])
+    assert reply.status_code == 422, reply.text
+    assert "2 `archive` fields" in reply.json()["detail"]
+    assert httpx.get(f"{url}/runs", headers=AUTH).json()["runs"] == []
     assert not any(uploads.iterdir()) if uploads.exists() else True
 
 

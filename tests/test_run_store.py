@@ -4,6 +4,8 @@ deleted run leaving none of its files behind, whichever way it was deleted."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,8 +20,8 @@ from orchestrator.cli import app as cli_app
 from orchestrator.config import RunConfig, default_store_path, load_config
 from orchestrator.models import RunInfo
 from orchestrator.runner import RunSpec, create_run, folder_source
-from orchestrator.store import Store
-from tests.helpers import tar_bytes, write_test_set
+from orchestrator.store import RunBusyError, Store, run_owner_alive
+from tests.helpers import set_run_owner, tar_bytes, write_test_set
 
 
 def test_the_default_store_is_in_the_users_data_folder(tmp_path: Path,
@@ -56,6 +58,132 @@ def test_a_run_whose_process_died_is_shown_interrupted(tmp_path: Path) -> None:
         assert {r.id: r.status for r in store.runs()} == {"gone": "interrupted",
                                                          "mine": "running"}
         assert {r.id for r in store.unfinished_runs()} == {"gone", "mine"}
+    finally:
+        store.close()
+
+
+def _record_owner(path: Path, run_id: str, owner: str) -> None:
+    """Write a run's owner as it is in the store's row, leaving the rest as it is."""
+    with sqlite3.connect(path) as db:
+        (info,) = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
+        db.execute("UPDATE runs SET info = ? WHERE id = ?",
+                   (json.dumps(json.loads(info) | {"owner": owner}), run_id))
+
+
+def _recorded_owner(path: Path, run_id: str) -> str:
+    with sqlite3.connect(path) as db:
+        (info,) = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
+    owner: str = json.loads(info)["owner"]
+    return owner
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_pid_taken_again_after_a_crash_is_not_the_owner_of_its_runs(tmp_path: Path) -> None:
+    """There is no heartbeat: a run's owner is its process's pid and start time, so a
+    crashed owner whose pid another process has taken since shows as interrupted, can
+    be deleted and resumed, while a live owner still holds its run."""
+    path = tmp_path / "runs.sqlite"
+    for run_id in ("crashed", "held"):
+        _new_run(path, run_id)
+    record = ("import sys, time; from orchestrator.store import Store; "
+              "Store(sys.argv[1]).set_status(sys.argv[2], 'running'); "
+              "time.sleep(float(sys.argv[3]))")
+    subprocess.run([sys.executable, "-c", record, str(path), "crashed", "0"], check=True,
+                   timeout=60)
+    holder = subprocess.Popen([sys.executable, "-c", record, str(path), "held", "60"])
+    try:
+        deadline = time.monotonic() + 60
+        while Store(path).status("held") != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # The crashed owner's pid, now another live process's (the holder's).
+        host, _, rest = _recorded_owner(path, "crashed").partition(":")
+        _, _, start = rest.partition(":")
+        _record_owner(path, "crashed", ":".join(filter(None, (host, str(holder.pid), start))))
+        store = Store(path)
+        try:
+            crashed, held = store.run("crashed"), store.run("held")
+            assert crashed is not None
+            assert held is not None
+            assert (crashed.status, held.status) == ("interrupted", "running")
+            assert not run_owner_alive(crashed)
+            assert run_owner_alive(held)
+            with pytest.raises(RunBusyError):
+                store.delete_run("held")
+            assert store.delete_run("crashed")
+        finally:
+            store.close()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_owners_recorded_as_host_and_pid_are_still_read(tmp_path: Path) -> None:
+    """Stores written before owners carried a start time name them `host:pid`: such a
+    live owner still holds its run, and a dead one's run is interrupted."""
+    path = tmp_path / "runs.sqlite"
+    for run_id in ("alive", "dead"):
+        _new_run(path, run_id)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        set_run_owner(path, "alive", sleeper.pid)
+        set_run_owner(path, "dead", dead.pid)
+        store = Store(path)
+        try:
+            shown = {r.id: r.status for r in store.runs()}
+            assert shown == {"alive": "running", "dead": "interrupted"}
+            alive = store.run("alive")
+            assert alive is not None
+            assert run_owner_alive(alive)
+        finally:
+            store.close()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_an_owner_that_exited_unreaped_has_ended(tmp_path: Path) -> None:
+    """A zombie (exited, its parent not yet told) still has its pid, but runs nothing."""
+    path = tmp_path / "runs.sqlite"
+    _new_run(path, "zombie")
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 60
+        while Path(f"/proc/{child.pid}/stat").read_bytes().rpartition(b")")[2].split()[0] \
+                != b"Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        set_run_owner(path, "zombie", child.pid)
+        store = Store(path)
+        try:
+            info = store.run("zombie")
+            assert info is not None
+            assert info.status == "interrupted"
+            assert not run_owner_alive(info)
+        finally:
+            store.close()
+    finally:
+        child.wait()
+
+
+def test_a_queued_run_whose_process_died_is_shown_interrupted(tmp_path: Path) -> None:
+    """A run queued (pending) in a server that died is taken up by no one until it is
+    resumed: it is not shown as waiting."""
+    path = tmp_path / "runs.sqlite"
+    subprocess.run([sys.executable, "-c", "import sys; from orchestrator.models import RunInfo;"
+                    " from orchestrator.store import Store; Store(sys.argv[1]).create_run("
+                    "RunInfo(id='queued'), {'total': 0}, [])", str(path)],
+                   check=True, timeout=60)
+    store = Store(path)
+    try:
+        assert store.status("queued") == "pending"
+        info = store.run("queued")
+        assert info is not None
+        assert info.status == "interrupted"
+        assert [r.id for r in store.unfinished_runs()] == ["queued"]
     finally:
         store.close()
 
