@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from typer import rich_utils
 from typer.core import TyperOption
 
 from orchestrator import (
@@ -33,6 +34,16 @@ def _flag_type(option: TyperOption, ctx: Any) -> str | None:
 
 
 TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign,assignment]
+
+
+def _paragraphs(paragraphs: list[str], markup_mode: Any) -> str:
+    """A command's help after its first line, each paragraph one line for the terminal
+    to wrap. typer's rich help (0.29) keeps the docstring's own line breaks there, so
+    an 88-column docstring wraps raggedly in 80 columns; it joins the first line's."""
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in paragraphs)
+
+
+rich_utils._fix_linebreaks = _paragraphs
 
 app = typer.Typer(
     name="boilerbench",

@@ -600,12 +600,19 @@ def serve(
     store: StoreOption = None,
 ) -> None:
     """Run the orchestrator API (POST /runs, GET /runs/{id}, ...)."""
+    from pydantic import ValidationError
+
     from orchestrator.api import ApiSettings, create_app
     from shared.serving import serve as serve_app
-    from shared.settings import HttpLimits
+    from shared.settings import HttpLimits, invalid_settings
 
     overrides: dict[str, Any] = {"host": host, "port": port, "config": config_file}
-    settings = ApiSettings(**{k: v for k, v in overrides.items() if v is not None})
+    try:
+        settings = ApiSettings(**{k: v for k, v in overrides.items() if v is not None})
+        limits = HttpLimits(_env_prefix="BOILERBENCH_API_")
+    except ValidationError as exc:
+        _error(invalid_settings(exc, "BOILERBENCH_API_"))
+        raise typer.Exit(2) from None
     config = _config(settings.config, {"store": store})
     # A store that cannot be used is one line here: from the server's startup it would
     # be a traceback of the server's own.
@@ -617,8 +624,8 @@ def serve(
         console.print(f"boilerbench API listening on {url} (Ctrl-C stops it)", highlight=False,
                       soft_wrap=True)
 
-    serve_app(create_app(settings, config), settings.host, settings.port,
-              HttpLimits(_env_prefix="BOILERBENCH_API_"), on_listening=listening)
+    serve_app(create_app(settings, config), settings.host, settings.port, limits,
+              on_listening=listening)
 
 
 @runs_app.command("list")

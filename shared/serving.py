@@ -33,10 +33,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import uvicorn
+from pydantic import ValidationError
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from shared.registry import ORCHESTRATOR_PORT, SERVICES
-from shared.settings import HttpLimits
+from shared.settings import HttpLimits, invalid_settings
 
 # Descriptors kept free of client connections: worker sockets, log files, SQLite.
 RESERVED_FILES = 64
@@ -249,8 +250,12 @@ def main(argv: list[str] | None = None) -> None:
             args.app, os.environ, args.env_prefix)
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
-    serve(args.app, host, port, HttpLimits(_env_prefix=args.env_prefix),
-          factory=args.factory, log_level=args.log_level, access_log=not args.no_access_log)
+    try:
+        serve(args.app, host, port, HttpLimits(_env_prefix=args.env_prefix),
+              factory=args.factory, log_level=args.log_level,
+              access_log=not args.no_access_log)
+    except ValidationError as exc:  # a setting (of the limits, or of the app as imported)
+        parser.exit(2, f"{parser.prog}: error: {invalid_settings(exc, args.env_prefix)}\n")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The default of max_browser_bytes, the most memory a page may make cetd's headless
@@ -68,3 +68,11 @@ class HttpLimits(BaseSettings):
     max_connections: int = Field(
         1000, ge=1, description="Open connections at most; a new one past it closes the "
                                 "oldest connection whose request is still incomplete.")
+
+
+def invalid_settings(exc: ValidationError, env_prefix: str) -> str:
+    """One line naming each variable that is wrong, its value and why (pydantic's own
+    report names the field, not the variable an operator set)."""
+    return "; ".join(
+        f"{env_prefix}{'_'.join(map(str, error['loc'])).upper()}={error['input']!r}: "
+        f"{error['msg']}" for error in exc.errors())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.server
+import itertools
 import json
 import os
 import queue
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import typer
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -530,6 +532,19 @@ def test_port_base_goes_with_http() -> None:
     assert "--port-base goes with --http" in result.output
 
 
+@pytest.mark.parametrize(("variable", "value"), [
+    ("BOILERBENCH_API_MAX_BODY_BYTES", "64 MB"),  # the API's own settings
+    ("BOILERBENCH_API_REQUEST_TIMEOUT_S", "0"),  # the server's limits
+])
+def test_serve_names_a_setting_out_of_range(tmp_path: Path, variable: str,
+                                            value: str) -> None:
+    result = CliRunner().invoke(app, ["serve", "--port", str(free_port()), "--store",
+                                      str(tmp_path / "store.sqlite")], env={variable: value})
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert f"{variable}={value!r}" in result.output
+
+
 def test_serve_prints_the_url_it_listens_on_and_opens_the_store_given(tmp_path: Path) -> None:
     port = free_port()
     store = tmp_path / "store.sqlite"
@@ -1003,6 +1018,18 @@ def _command_paths(command: object, path: tuple[str, ...] = ()) -> Iterator[tupl
     yield path
     for name, sub in getattr(command, "commands", {}).items():
         yield from _command_paths(sub, (*path, name))
+
+
+def test_help_paragraphs_fill_the_terminal() -> None:
+    # Docstrings wrap at 88 columns; help that kept their line breaks left a line of two
+    # words after each full one in an 80-column terminal.
+    for path in _command_paths(typer.main.get_command(app)):
+        result = CliRunner().invoke(app, [*path, "--help"], terminal_width=80)
+        assert result.exit_code == 0, path
+        head = result.output.split("╭", 1)[0].splitlines()
+        for line, following in itertools.pairwise(head):
+            if line.strip() and following.strip():  # not a paragraph's last line
+                assert len(line.rstrip()) >= 50, (path, line)
 
 
 def test_flags_show_in_the_help_as_flags_taking_no_value(

@@ -132,6 +132,25 @@ def test_a_service_started_by_hand_listens_where_the_environment_says() -> None:
         stop_process_group(process)
 
 
+@pytest.mark.parametrize(("app", "env", "named"), [
+    ("services.bte.app:app", {"BOILERBENCH_MAX_BODY_BYTES": "ten megabytes"},
+     "BOILERBENCH_MAX_BODY_BYTES"),
+    ("services.bte.app:app", {"BOILERBENCH_REQUEST_TIMEOUT_S": "-1"},
+     "BOILERBENCH_REQUEST_TIMEOUT_S"),
+])
+def test_a_setting_out_of_range_stops_the_server_with_one_line(
+        app: str, env: dict[str, str], named: str) -> None:
+    # An operator who sets a variable wrong got pydantic's traceback through uvicorn's
+    # import of the app; the variable and what is wrong with it are what they need.
+    done = subprocess.run(
+        [sys.executable, "-m", "shared.serving", app, "--port", str(free_port())],
+        env={**os.environ, **env}, cwd=REPO, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert f"{named}={env[named]!r}" in done.stderr, done.stderr
+
+
 def test_the_port_defaults_to_the_registrys() -> None:
     from shared.serving import default_port
 
