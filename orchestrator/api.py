@@ -41,7 +41,9 @@ run calls over HTTP, at the URL the configuration gives or else at its registry 
 (or a `port_base` stack's), must say it is that service on its /info before the run
 is accepted (else 503): another service there would be scored under its name.
 On start the server resumes runs left pending or running by a previous process
-(same store).
+(same store), taking each over in one transaction (Store.claim_run), so a `run
+--resume` at the same moment does not run it too; and it removes the uploads a
+killed server had unpacked without recording their run (_remove_abandoned_uploads).
 
 API settings come from the environment, prefix BOILERBENCH_API_ (host, port,
 token, max_body_bytes, allowed_roots, config, max_running_runs, max_queued_runs,
@@ -57,6 +59,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -88,12 +91,13 @@ from orchestrator.runner import (
 from orchestrator.service_options import OptionsError, check_called, check_options
 from orchestrator.store import (
     UNFINISHED,
+    UPLOAD_ABANDONED_S,
     RunBusyError,
     Store,
     StoreError,
     delete_run_with_folders,
+    held_state,
     resume_hint,
-    run_owner_alive,
 )
 from orchestrator.testsets import (
     SAMPLE_DIR,
@@ -352,6 +356,7 @@ class ApiState:
                 raise
 
         async with self.unpacking:
+            await asyncio.to_thread(self.store.reserve_upload, run_id, target)
             self.uploads.mkdir(parents=True, exist_ok=True)
             try:
                 folders, warnings = await asyncio.to_thread(unpack)
@@ -420,6 +425,25 @@ RUN_BUSY = ("`run_busy`: another live process (a `boilerbench run`, another serv
             "the store) has the run queued or running; the detail says how to stop it.")
 
 
+def _remove_abandoned_uploads(api: ApiState) -> None:
+    """Remove the uploads a killed server left unpacked, or half unpacked, without their
+    run. Each upload is reserved in the store before it is unpacked (reserve_upload),
+    so only those of this store whose process has ended go: an upload another live
+    server is unpacking stays, and so does a folder another store's run reads (two
+    stores in one folder share `uploads`). A `.partial` folder no reservation names
+    (left by an earlier version) goes once it is older than any unpacking takes."""
+    for run_id, folder in api.store.abandoned_uploads():
+        if folder.is_absolute() and folder.name == run_id:  # never another folder
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(folder.with_name(f"{run_id}.partial"), ignore_errors=True)
+        api.store.release_upload(run_id)
+    cutoff = time.time() - UPLOAD_ABANDONED_S
+    for partial in api.uploads.glob("*.partial") if api.uploads.is_dir() else ():
+        with contextlib.suppress(OSError):
+            if partial.stat().st_mtime < cutoff:
+                shutil.rmtree(partial, ignore_errors=True)
+
+
 @contextlib.asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Open the store, resume its unfinished runs; at the end cancel the runs still going
@@ -429,18 +453,20 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         api.opened = Store(api.run_config.store_path)
     except StoreError as exc:
         raise SystemExit(str(exc)) from None
-    if api.uploads.is_dir():  # uploads a crash left half unpacked
-        for partial in api.uploads.glob("*.partial"):
-            shutil.rmtree(partial, ignore_errors=True)
+    _remove_abandoned_uploads(api)
     if api.settings.resume:
         for info in reversed(api.store.unfinished_runs()):  # the oldest gets a slot first
-            if run_owner_alive(info):
-                log.info("run %s is queued or running in process %s: not resumed", info.id,
-                         info.owner)
-                continue
             # Pending until it gets a slot, and this server's: no other process
-            # deletes it under the task.
-            api.store.set_status(info.id, "pending")
+            # deletes it under the task, nor resumes it too.
+            try:
+                holder = api.store.claim_run(info.id, "pending", info)
+            except KeyError:  # deleted since it was listed
+                continue
+            if holder is not None:
+                log.info("run %s is %s: not resumed", info.id,
+                         f"{held_state(holder)} in process {holder.owner}"
+                         if holder.status in UNFINISHED else holder.status)
+                continue
             spec = api.spec(info.id)
             # A run of a stack started for it is resumed on this server's services.
             known = api.run_config.service_urls
@@ -596,9 +622,14 @@ async def post_run(request: Request, api: Api) -> Response:
                 api.reserved.discard(run_id)
         except (DatasetError, ValueError) as exc:
             raise ServiceError(422, "invalid_dataset", str(exc)) from None
-    except BaseException:
-        # Refused before the run was recorded: its unpacked upload (if any) goes.
+    except BaseException as exc:
+        # Refused before the run was recorded: its unpacked upload (if any) goes. A
+        # cancelled request's unpacking thread may still be writing: its reservation
+        # stays, so that the next start removes what the thread leaves.
         shutil.rmtree(api.upload_folder(run_id), ignore_errors=True)
+        if media_type == "multipart/form-data" and isinstance(exc, Exception):
+            with contextlib.suppress(StoreError):  # else a later start removes it
+                api.store.release_upload(run_id)
         raise
     if warnings:
         api.store.add_warnings(run_id, warnings)

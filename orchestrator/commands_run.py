@@ -43,7 +43,7 @@ import threading
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -82,7 +82,7 @@ from orchestrator.testsets import (
 )
 
 if TYPE_CHECKING:
-    from orchestrator.models import PageResult
+    from orchestrator.models import PageResult, RunInfo
     from orchestrator.runner import RunSpec
     from orchestrator.store import Store
 
@@ -239,7 +239,7 @@ def run(
         console.print(f"[yellow]warning: {escape(unused)}", highlight=False, soft_wrap=True)
     from orchestrator.predictions import PredictionsError, prediction_rows
     from orchestrator.runner import RunSpec
-    from orchestrator.store import held_state, run_owner_alive
+    from orchestrator.store import run_owner_alive
 
     rows: dict[str, str] = {}
     if predictions is not None and not resume:
@@ -269,13 +269,12 @@ def run(
                 _error(f"no run {run_id!r} in {config.store_path}" + _store_hint(run_id, config))
                 raise typer.Exit(2)
             if run_owner_alive(info):
-                _error(f"run {run_id} is {held_state(info)} in process {info.owner}: wait for "
-                       f"it, or stop it with `boilerbench runs cancel {run_id}`")
-                raise typer.Exit(2)
+                _held_elsewhere(info)
             spec = RunSpec.model_validate(db.spec(run_id))
             finished = info.status == "finished"
             if not finished:
                 _check_called_services(spec, config)
+                finished = _claim(db, info)
         else:
             spec, run_id = _new_run(db, config, rows, rank_by)
             finished = False
@@ -323,6 +322,33 @@ def score(
             results = _execute(db, run_id, spec, config, stop)
         warnings = db.details(run_id)["warnings"]
     _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
+
+
+def _held_elsewhere(info: RunInfo) -> NoReturn:
+    """Exit 1: another live process holds the run, which must not run twice."""
+    from orchestrator.store import held_state
+
+    _error(f"run {info.id} is {held_state(info)} in another process ({info.owner}), which "
+           f"holds it: wait for it, or stop it with `boilerbench runs cancel {info.id}`")
+    raise typer.Exit(1)
+
+
+def _claim(db: Store, info: RunInfo) -> bool:
+    """Take the resumed run over to execute it, in the transaction that checks no other
+    process holds it (two resuming it at once would both execute it); whether it has
+    finished since it was read (nothing to run). Exit 1 where another process holds it
+    now, or it was cancelled; exit 2 where it was deleted."""
+    try:
+        holder = db.claim_run(info.id, "running", info)
+    except KeyError:
+        _error(f"run {info.id} was deleted")
+        raise typer.Exit(2) from None
+    if holder is None or holder.status == "finished":
+        return holder is not None
+    if holder.status == "cancelled":
+        console.print(f"[yellow]run {info.id} was cancelled")
+        raise typer.Exit(1)
+    _held_elsewhere(holder)
 
 
 def _store_hint(run_id: str, config: RunConfig) -> str:

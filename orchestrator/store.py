@@ -24,7 +24,9 @@ the process that recorded it or last set it pending or running (`owner`,
 host:pid:start, the start time telling a pid taken again after a crash from the
 owner); while it is unfinished and that process lives, no other process deletes it
 (RunBusyError): the owner's queued or running task would fail on a run that is gone.
-Once that process has ended, the run is shown `interrupted` until it is resumed.
+Once that process has ended, the run is shown `interrupted` until it is resumed;
+resuming takes it over with claim_run, whose check and write are one transaction, so
+that two processes resuming it at once do not both execute it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -67,6 +69,12 @@ CREATE TABLE IF NOT EXISTS inputs (
     gold TEXT NOT NULL,
     feed TEXT,
     PRIMARY KEY (run_id, dataset, page_id)
+);
+CREATE TABLE IF NOT EXISTS uploads (
+    run_id TEXT PRIMARY KEY,
+    folder TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    created TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS page_results (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -120,6 +128,10 @@ class StoreError(Exception):
         super().__init__(message)
         self.problem: StoreProblem = problem
 
+
+UPLOAD_ABANDONED_S = 24 * 3600.0
+"""An upload older than this whose run was never recorded is abandoned, whoever made
+it: unpacking an upload and recording its run take minutes at most."""
 
 LOCK_WAIT_S = 30.0
 """How long a write waits for another process's lock on the store."""
@@ -270,6 +282,26 @@ def run_owner_alive(info: RunInfo) -> bool:
     return local is not None and local[0] != os.getpid() and _process_alive(*local)
 
 
+def _stored_run(db: sqlite3.Connection, run_id: str) -> RunInfo:
+    """A run as recorded (not as shown); KeyError where there is none."""
+    row = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise KeyError(run_id)
+    return RunInfo.model_validate_json(row[0])
+
+
+def _record_status(db: sqlite3.Connection, info: RunInfo, status: RunStatus,
+                   error: str | None) -> None:
+    """Write a run's status and error, and this process as its owner where it queues or
+    executes the run (pending, running)."""
+    update: dict[str, Any] = {"status": status}
+    if status in UNFINISHED:
+        update["owner"] = _this_owner()
+    info = info.model_copy(update=update)
+    db.execute("UPDATE runs SET status = ?, info = ?, updated = ?, error = ? WHERE id = ?",
+               (status, info.model_dump_json(), _now(), error, info.id))
+
+
 def _shown(info: RunInfo) -> RunInfo:
     """A run as reported: `interrupted` when it is recorded running or queued but the
     process that held it has ended (no one will take it up until it is resumed)."""
@@ -416,20 +448,36 @@ class Store:
                   p.html if isinstance(p.html, bytes) else p.html.encode("utf-8"),
                   p.gold, p.feed) for p in inputs),
             )
+            db.execute("DELETE FROM uploads WHERE run_id = ?", (info.id,))  # the run has it
 
     def set_status(self, run_id: str, status: RunStatus, error: str | None = None) -> None:
         """Record a run's status; setting it pending or running records this process as
         its owner (it queues or executes the run)."""
         with self._transaction() as db:
-            row = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row is None:
-                raise KeyError(run_id)
-            update: dict[str, Any] = {"status": status}
-            if status in UNFINISHED:
-                update["owner"] = _this_owner()
-            info = RunInfo.model_validate_json(row[0]).model_copy(update=update)
-            db.execute("UPDATE runs SET status = ?, info = ?, updated = ?, error = ? WHERE id = ?",
-                       (status, info.model_dump_json(), _now(), error, run_id))
+            _record_status(db, _stored_run(db, run_id), status, error)
+
+    def claim_run(self, run_id: str, status: Literal["pending", "running"], seen: RunInfo
+                  ) -> RunInfo | None:
+        """Take a run over to queue (`pending`) or execute (`running`) it: None when this
+        process holds it now; else the run as it stands, held by another process
+        (pending or running) or with nothing left to run (finished, cancelled). `seen`
+        is the run as the caller read it when it found no one held it.
+
+        The check and the write are one transaction, so of two processes resuming a run
+        at once (a `serve` starting, a `run --resume`) one takes it and the other is told,
+        rather than both executing it. Another process holds it where a live process of
+        this host owns it, or where another host's process (whose life cannot be
+        checked) has taken it since `seen`. KeyError where there is no such run."""
+        with self._transaction() as db:
+            info = _stored_run(db, run_id)
+            if info.status in ("finished", "cancelled"):
+                return info
+            taken = info.owner != seen.owner and not _owner_gone(info.owner)
+            if info.status in UNFINISHED and info.owner != _this_owner() and (
+                    run_owner_alive(info) or taken):
+                return info
+            _record_status(db, info, status, None)
+            return None
 
     def add_warnings(self, run_id: str, warnings: list[str]) -> None:
         with self._transaction() as db:
@@ -515,6 +563,36 @@ class Store:
             pages.setdefault(dataset, []).append(
                 LabelledPage(dataset, page_id, bytes(html), gold, feed))
         return pages
+
+    # -- uploads ---------------------------------------------------------------------
+
+    def reserve_upload(self, run_id: str, folder: Path) -> None:
+        """Record, before unpacking, that this process unpacks an upload into `folder`
+        for the run `run_id`, until the run is recorded (create_run) or refused
+        (release_upload). A server killed in between leaves a folder no run refers to:
+        the reservation names it to abandoned_uploads, and a folder never reserved in
+        this store (another store's upload beside it) is never taken for one."""
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO uploads (run_id, folder, owner, created) "
+                       "VALUES (?, ?, ?, ?)", (run_id, str(folder), _this_owner(), _now()))
+
+    def release_upload(self, run_id: str) -> None:
+        """Forget an upload's reservation: its run was refused, or its folder removed."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM uploads WHERE run_id = ?", (run_id,))
+
+    def abandoned_uploads(self) -> list[tuple[str, Path]]:
+        """(run id, folder) of the reserved uploads whose run was never recorded and that
+        no process is still unpacking: its process has ended, or (another host's, whose
+        life cannot be checked) it was reserved more than UPLOAD_ABANDONED_S ago."""
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT run_id, folder, owner, created FROM uploads "
+                "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = uploads.run_id)"
+            ).fetchall()
+        cutoff = datetime.now(UTC) - timedelta(seconds=UPLOAD_ABANDONED_S)
+        return [(run_id, Path(folder)) for run_id, folder, owner, created in rows
+                if _owner_gone(owner) or datetime.fromisoformat(created) < cutoff]
 
     # -- page results ----------------------------------------------------------------
 

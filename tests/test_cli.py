@@ -930,11 +930,13 @@ def test_run_refuses_at_once_what_it_could_not_finish(tmp_path: Path,
     db.close()
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        set_run_owner(store, run_id, sleeper.pid)
-        assert f"is running in process {socket.gethostname()}:{sleeper.pid}" in refused(
-            "run", "--resume", run_id)
-        set_run_owner(store, run_id, sleeper.pid, "pending")
-        assert "is queued in process" in refused("run", "--resume", run_id)
+        for status, state in (("running", "running"), ("pending", "queued")):
+            set_run_owner(store, run_id, sleeper.pid, status)
+            held = runner.invoke(app, ["run", "--resume", run_id, "--store", str(store)],
+                                 terminal_width=200)
+            assert held.exit_code == 1, held.output
+            assert (f"is {state} in another process ({socket.gethostname()}:{sleeper.pid}), "
+                    "which holds it") in held.output
     finally:
         sleeper.kill()
         sleeper.wait()

@@ -654,7 +654,8 @@ def test_reading_a_big_runs_results_leaves_the_server_answering(
 def test_a_restart_resumes_runs_of_dead_processes_only(tmp_path: Path) -> None:
     """A run another live process executes is left to it; one whose process died, running
     or queued, waits (pending) for a slot, the oldest first, as this server's; an upload
-    a crash left half unpacked goes."""
+    no reservation names (an earlier version's) goes once older than any unpacking
+    takes, and one just begun (another server unpacking it) stays."""
     store = Store(tmp_path / "store.sqlite")
     spec = RunSpec(datasets=[], services=["justext"], concurrency=1,
                    output_folder=str(tmp_path / "out"))
@@ -671,6 +672,9 @@ def test_a_restart_resumes_runs_of_dead_processes_only(tmp_path: Path) -> None:
                           "pending" if run_id == newer else "running")
         crashed_upload = tmp_path / "uploads" / "0123456789ab.partial"
         crashed_upload.mkdir(parents=True)
+        os.utime(crashed_upload, (time.time() - 2 * 24 * 3600,) * 2)
+        unpacking = tmp_path / "uploads" / "ba9876543210.partial"
+        unpacking.mkdir()
         started: list[str] = []
         settings = ApiSettings(resume=True, max_running_runs=1)
         config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out")
@@ -689,6 +693,7 @@ def test_a_restart_resumes_runs_of_dead_processes_only(tmp_path: Path) -> None:
                           newer: [socket.gethostname(), str(os.getpid())],
                           alive: [socket.gethostname(), str(sleeper.pid)]}
         assert not crashed_upload.exists()
+        assert unpacking.is_dir()
     finally:
         sleeper.kill()
         sleeper.wait()

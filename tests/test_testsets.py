@@ -459,3 +459,21 @@ def test_an_archive_file_with_dots_in_its_name_keeps_them_in_the_set_name(
     path.write_bytes(zip_bytes({"html/a.html": PAGE, "content/a.txt": b"x"}))
     (dataset,) = open_dataset_file(path)
     assert dataset.name == "news-v1.2"
+
+
+def test_archive_entries_whose_page_id_would_be_dot_dot_or_empty_are_named() -> None:
+    """`s/html/..html` would be page `.`: no page can be so named, and the pairing passes
+    over it as a hidden file, so a warning says it was not used."""
+    data = zip_bytes({"s/html/a.html": PAGE, "s/content/a.txt": b"Hello",
+                      "s/html/..html": PAGE, "s/content/..txt": b"dot",
+                      "s/html/.HTM": PAGE, "s/content/...txt": b"dot dot",
+                      "s/feeds/..xml": b"<rss/>", "s/html/._a.html": b"macOS metadata"})
+    (dataset,) = datasets_from_archive(data)
+    assert dataset.ids == ["a"]
+    named = [w for w in dataset.warnings if "a page id cannot be" in w]
+    assert named == ["s: html/..html: a page id cannot be '.'; not used",
+                     "s: html/.HTM: a page id cannot be ''; not used",
+                     "s: content/...txt: a page id cannot be '..'; not used",
+                     "s: content/..txt: a page id cannot be '.'; not used",
+                     "s: feeds/..xml: a page id cannot be '.'; not used"]
+    assert not any("._a.html" in w for w in dataset.warnings)  # hidden files stay unread
