@@ -374,6 +374,11 @@ def _tar_members(source: IO[bytes], limits: ArchiveLimits, budget: _Budget
         raise ArchiveError(f"the tar archive is damaged: {exc}") from None
 
 
+_MACOS_METADATA = "__MACOSX"
+"""The folder where macOS's Finder puts each file's AppleDouble metadata (`._a.html`) in
+the zips it makes: no test-set files, so not unpacked."""
+
+
 def unpack_archive(source: IO[bytes] | bytes, target: Path,
                    limits: ArchiveLimits | None = None) -> list[PurePosixPath]:
     """Unpack the regular files of a zip or tar (.gz/.bz2/.xz) archive under `target`
@@ -391,7 +396,7 @@ def unpack_archive(source: IO[bytes] | bytes, target: Path,
     target.mkdir(parents=True)
     written: list[PurePosixPath] = []
     for path, member in members(stream, limits, budget):
-        if not path.parts:
+        if not path.parts or path.parts[0] == _MACOS_METADATA:
             continue
         destination = target.joinpath(*path.parts)
         try:

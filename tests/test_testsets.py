@@ -477,3 +477,16 @@ def test_archive_entries_whose_page_id_would_be_dot_dot_or_empty_are_named() -> 
                      "s: content/..txt: a page id cannot be '.'; not used",
                      "s: feeds/..xml: a page id cannot be '.'; not used"]
     assert not any("._a.html" in w for w in dataset.warnings)  # hidden files stay unread
+
+
+def test_a_zip_made_by_macos_finder_reads_as_its_folder() -> None:
+    """Finder's "Compress" adds `__MACOSX/<folder>/._<file>` (AppleDouble metadata) for
+    every file: read as a second test set of the same name, they made the archive
+    refused."""
+    data = zip_bytes({"s/html/a.html": PAGE, "s/content/a.txt": b"Hello",
+                      "__MACOSX/s/html/._a.html": b"\x00\x05\x16\x07",
+                      "__MACOSX/s/content/._a.txt": b"\x00\x05\x16\x07",
+                      "__MACOSX/._s": b"\x00\x05\x16\x07"})
+    (dataset,) = datasets_from_archive(data)
+    assert (dataset.name, dataset.ids) == ("s", ["a"])
+    assert not any("__MACOSX" in w for w in dataset.warnings)
