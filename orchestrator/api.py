@@ -109,7 +109,7 @@ from orchestrator.testsets import (
     archive_set_name,
     unpack_archive,
 )
-from shared.answer import ServiceError, validation_message
+from shared.answer import ServiceError, json_text, validation_message
 from shared.contract import ErrorReply
 from shared.datasets import datasets_root
 from shared.openapi import document_bodies, install_offline_docs
@@ -553,7 +553,7 @@ def _json_request(body: bytes, roots: list[Path]
     if not body.strip():  # as the services answer a body that is no request at all
         raise ServiceError(400, "empty_body", "the body is empty")
     try:
-        parsed = RunRequest.model_validate_json(body)
+        parsed = RunRequest.model_validate_json(json_text(body))
     except ValidationError as exc:
         if any(error["type"] == "json_invalid" for error in exc.errors()):
             raise ServiceError(400, "malformed_json", validation_message(exc)) from None

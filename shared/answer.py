@@ -11,6 +11,7 @@ with no str or Block ever copied between the two processes.
 
 from __future__ import annotations
 
+import codecs
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -72,11 +73,17 @@ def body_form(body: bytes, content_type: str, query: Mapping[str, str] | None = 
     )
 
 
+def json_text(body: bytes) -> bytes:
+    """A JSON body without the UTF-8 byte-order mark some editors and clients write:
+    RFC 8259 (section 8.1) lets a parser ignore it, and orjson would refuse it."""
+    return body[3:] if body.startswith(codecs.BOM_UTF8) else body
+
+
 def parse_extract_request(body: bytes, content_type: str, query: dict[str, str]) -> ExtractRequest:
     """Turn either body form into an ExtractRequest, or raise the matching ServiceError."""
     if body_form(body, content_type, query) == "application/json":
         try:
-            payload = orjson.loads(body)
+            payload = orjson.loads(json_text(body))
         except orjson.JSONDecodeError as exc:
             raise ServiceError(400, "malformed_json", _json_problem(body, content_type, exc)
                                ) from None

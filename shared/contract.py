@@ -32,8 +32,10 @@ class Block:
     path: Annotated[str | None, Field(
         description="XPath of the element that holds the block, in lxml's getpath form: "
         "/html/body/div[2]/p, a step's position given only where its parent has several "
-        "children of that name. It names an element of the parse /info's `path_tree` says "
-        "(or the reply's `details.path_tree`, where the service parsed this page otherwise).")
+        "children of that name; a tag no XPath name test can spell is matched by name(): "
+        "/html/body/*[name()='fb:like'][2]/div. It names an element of the parse /info's "
+        "`path_tree` says (or the reply's `details.path_tree`, where the service parsed "
+        "this page otherwise).")
     ] = None
     label: Annotated[str | None, Field(
         description="The algorithm's own class name for the block, where it has one.")] = None
@@ -73,6 +75,12 @@ class ErrorReply(BaseModel):
     detail: str
 
 
+class HealthReply(BaseModel):
+    """200 reply of GET /health: the service is ready to extract."""
+
+    status: Literal["ok"]
+
+
 START_FAILED = "start_failed"
 """The error of GET /health once a service's extraction workers have failed to start:
 the service will never be ready, so a launcher waiting for it can stop at once."""
@@ -84,8 +92,11 @@ def bearer_header(token: str | None) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"} if token else {}
 
 
-# A block path's form (see Block.path): steps of a tag name and, where needed, a position.
-BLOCK_PATH_PATTERN = r"(/[^/\[\]\s]+(\[[1-9][0-9]*\])?)+"
+# A block path's form (see Block.path): steps of a tag name, or of any element whose name()
+# is a quoted string (shared.html.xpath_step), each with a position where needed.
+_QUOTED = r"""(?:'[^']*'|"[^"]*")"""
+_NAME_STEP = rf"\*\[name\(\)=(?:{_QUOTED}|concat\({_QUOTED}(?:, {_QUOTED})*\))\]"
+BLOCK_PATH_PATTERN = rf"(/(?:[^/\[\]\s]+|{_NAME_STEP})(\[[1-9][0-9]*\])?)+"
 # Which parse of the page block paths name elements of: libxml2's HTML parser (lxml.html)
 # or HTML5 tree construction (as browsers build it: a <tbody> in every table, ...).
 PathTree = Literal["libxml2", "html5"]
@@ -119,9 +130,10 @@ class ServiceInfo(BaseModel):
 class Options(BaseModel):
     """Base of every algorithm's options model: unknown keys are refused (422), and so is
     a boolean for a number (pydantic's lax mode, which query strings need, would read
-    JSON true as 1)."""
+    JSON true as 1), and inf or nan, which a query string can spell and no JSON number
+    (so no schema) can."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     @field_validator("*", mode="before")
     @classmethod

@@ -50,11 +50,14 @@ class RawOperation:
 
     summary: str
     description: str
-    replies: dict[int, tuple[str, BodySchema]] = field(default_factory=dict)
-    """JSON replies by status: (description, schema)."""
+    replies: dict[int | str, tuple[str, BodySchema]] = field(default_factory=dict)
+    """JSON replies by status (or "default", every status not listed): (description,
+    schema)."""
+    parameters: tuple[dict[str, Any], ...] = ()
+    """OpenAPI parameter objects (query_parameters)."""
 
     def document(self, path: str, method: str, components: dict[str, Any]) -> dict[str, Any]:
-        return {
+        operation: dict[str, Any] = {
             "summary": self.summary,
             "description": self.description,
             "operationId": f"{path.strip('/').replace('/', '_')}_{method}",
@@ -62,6 +65,9 @@ class RawOperation:
                 "application/json": {"schema": _schema(body, components)}}}
                 for status, (description, body) in self.replies.items()},
         }
+        if self.parameters:
+            operation["parameters"] = list(self.parameters)
+        return operation
 
 
 def document_bodies(app: FastAPI, bodies: dict[tuple[str, str], dict[str, BodySchema]],
@@ -105,6 +111,29 @@ def extract_body_schema(options_model: type[Options]) -> dict[str, Any]:
 
 HTML_BODY: dict[str, Any] = {"type": "string", "description": "The page itself (raw HTML); "
                              "options go in the query string."}
+
+
+def query_parameters(options_model: type[Options]) -> tuple[dict[str, Any], ...]:
+    """The query parameters of /extract's HTML body form: `url`, and each option a query
+    string can carry, typed as in the JSON body (an option taking a list, or only null
+    besides, goes in a JSON body alone), so that a generated client can send them."""
+    schema = options_model.model_json_schema(ref_template=REF_TEMPLATE)
+    parameters: list[dict[str, Any]] = [{
+        "name": "url", "in": "query", "required": False, "schema": {"type": "string"},
+        "description": "The page's URL (with a text/html body only)."}]
+    for name, option in schema["properties"].items():
+        kinds = [kind for kind in option.get("anyOf", [option])
+                 if kind.get("type") not in ("array", "null")]
+        if not kinds:
+            continue
+        typed = dict(kinds[0])
+        if option.get("default") is not None:
+            typed["default"] = option["default"]
+        parameters.append({
+            "name": name, "in": "query", "required": False, "schema": typed,
+            "description": f"{option.get('description', option.get('title', name))} "
+                           "(with a text/html body only)."})
+    return tuple(parameters)
 
 
 def _json(value: Any) -> str:

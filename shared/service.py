@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import logging
 import time
@@ -33,14 +34,22 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shared.answer import ServiceError, body_form, finish_reply
-from shared.contract import START_FAILED, Algorithm, ErrorReply, ExtractReply
+from shared.answer import HTML_TYPES, ServiceError, body_form, finish_reply
+from shared.contract import (
+    START_FAILED,
+    Algorithm,
+    ErrorReply,
+    ExtractReply,
+    HealthReply,
+    ServiceInfo,
+)
 from shared.openapi import (
     HTML_BODY,
     RawOperation,
     document_bodies,
     extract_body_schema,
     install_offline_docs,
+    query_parameters,
 )
 from shared.settings import ServiceSettings
 from shared.workers import ExtractionFailedError, ExtractionTimeoutError, PoolBusyError, WorkerPool
@@ -281,11 +290,15 @@ def starting_detail(pool: WorkerPool) -> str:
     return "the extraction workers are starting"
 
 
+OTHER_ERRORS = "Any other error (404, 408, 431, ...), in the same form."
+"""The `default` reply of every operation: statuses the server, not the route, answers."""
+
 EXTRACT_OPERATION = RawOperation(
     summary="Extract the main content of a page",
     description="The page as a JSON body ({html, url, options}) or as the raw HTML "
-                "(text/html, with `url` and the options in the query string). The reply "
-                "gives the content text and every block of the page, content or not.",
+                "(text/html, with `url` and the options in the query string: the "
+                "parameters, which a JSON body must not have). The reply gives the content "
+                "text and every block of the page, content or not.",
     replies={200: ("The page's content text and blocks.", ExtractReply),
              **{status: (description, ErrorReply) for status, description in (
                  (400, "Empty or malformed body, or not HTML."),
@@ -297,7 +310,8 @@ EXTRACT_OPERATION = RawOperation(
                  (422, "Invalid request or options (a query string beside a JSON body "
                        "too), or the algorithm refused the page."),
                  (503, "The workers are starting, or all are busy."),
-                 (504, "The extraction passed the time limit."))}},
+                 (504, "The extraction passed the time limit."),
+                 ("default", OTHER_ERRORS))}},
 )
 
 
@@ -387,10 +401,14 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        redirect_slashes=False,  # /info/ is no path (404), as /extract/ is, not a redirect
     )
+    extract_operation = dataclasses.replace(
+        EXTRACT_OPERATION, parameters=query_parameters(algorithm.options_model))
     document_bodies(app, {("/extract", "post"): {
         "application/json": extract_body_schema(algorithm.options_model),
-        "text/html": HTML_BODY}}, raw={("/extract", "post"): EXTRACT_OPERATION})
+        **dict.fromkeys(HTML_TYPES, HTML_BODY)}},
+        raw={("/extract", "post"): extract_operation})
     install_offline_docs(app)
     app.state.pool = pool
     app.state.settings = settings
@@ -398,7 +416,16 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
     app.extract_endpoint = ExtractEndpoint(pool, settings)
     install_error_handlers(app)
 
-    @app.get("/health")
+    errors: dict[int | str, dict[str, Any]] = {
+        401: {"model": ErrorReply,
+              "description": "A bearer token is set and the request has not got it."},
+        "default": {"model": ErrorReply, "description": OTHER_ERRORS}}
+
+    @app.get("/health", responses={
+        200: {"model": HealthReply, "description": "Ready to extract."},
+        503: {"model": ErrorReply, "description": "Not ready: the workers are starting "
+              "(not_ready) or failed to (start_failed, for good)."},
+        "default": errors["default"]})
     async def health() -> Response:
         if pool.ready:
             if pool.alive():
@@ -409,7 +436,9 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
             raise ServiceError(503, START_FAILED, starting_detail(pool))
         raise ServiceError(503, "not_ready", starting_detail(pool))
 
-    @app.get("/info")
+    @app.get("/info", responses={
+        200: {"model": ServiceInfo, "description": "What runs behind the service."},
+        **errors})
     async def get_info() -> Response:
         return json_response(info)
 

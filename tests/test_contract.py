@@ -14,12 +14,16 @@ from typing import Any, get_args
 
 import httpx
 import lxml.html
+import orjson
 import pytest
+from jsonschema import Draft202012Validator
 from lxml import etree
 from pydantic import ValidationError
 from selectolax.lexbor import LexborHTMLParser
 
+from shared.answer import answer_page
 from shared.contract import BLOCK_PATH_PATTERN, ExtractReply, ServiceInfo
+from shared.html import xpath_step
 from shared.registry import SERVICES
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
@@ -310,6 +314,7 @@ def test_unknown_route_is_json(service: tuple[str, str]) -> None:
     _, url = service
     assert_error(httpx.get(f"{url}/no-such-route"), 404)
     assert_error(httpx.get(f"{url}/extract"), 405)
+    assert_error(httpx.get(f"{url}/info/"), 404)  # no redirect to /info: no such path
 
 
 def test_bearer_token_when_configured() -> None:
@@ -362,3 +367,150 @@ def test_numeric_options_refuse_booleans_and_take_query_strings(name: str) -> No
         if default is not None and not isinstance(default, bool):
             parsed = options_model.model_validate({field: str(default)})
             assert getattr(parsed, field) == default
+
+
+def test_replies_match_the_openapi_document(service: tuple[str, str]) -> None:
+    """What a client generated from /openapi.json reads: the replies of both body forms
+    (the HTML one with a query parameter the document lists) and the error replies
+    validate against the schemas the document gives for their status."""
+    name, url = service
+    document = httpx.get(f"{url}/openapi.json").json()
+    operation = document["paths"]["/extract"]["post"]
+
+    def check(reply: httpx.Response) -> None:
+        replies = operation["responses"]
+        described = replies.get(str(reply.status_code), replies.get("default"))
+        assert described is not None, f"{name}: {reply.status_code} is not documented"
+        schema = described["content"]["application/json"]["schema"]
+        validator = Draft202012Validator({**schema, "components": document["components"]})
+        problems = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+                    for e in validator.iter_errors(reply.json())]
+        assert not problems, (name, reply.status_code, problems[:3])
+
+    options = example_options(name)
+    json_reply = httpx.post(f"{url}/extract", json={"html": ARTICLE, "url": page_url(name),
+                                                    "options": options}, timeout=60)
+    assert json_reply.status_code == 200, json_reply.text[:300]
+    check(json_reply)
+    query = {"url": page_url(name) or "https://news.example/", **options}
+    for parameter in operation["parameters"]:  # the first option with a default, as text
+        default = parameter["schema"].get("default")
+        if default is not None and parameter["name"] not in query:
+            query[parameter["name"]] = str(default).lower() if isinstance(default, bool) \
+                else str(default)
+            break
+    html_reply = httpx.post(f"{url}/extract", content=ARTICLE.encode(), params=query,
+                            headers={"content-type": "text/html"}, timeout=60)
+    assert html_reply.status_code == 200, html_reply.text[:300]
+    check(html_reply)
+    html_headers = {"content-type": "text/html"}
+    for reply in (
+        httpx.post(f"{url}/extract", content=b'{"html": ', headers={
+            "content-type": "application/json"}),
+        httpx.post(f"{url}/extract", content=b"", headers=html_headers),
+        httpx.get(f"{url}/extract"),
+        httpx.post(f"{url}/extract", content=b"<p>x</p>", headers={"content-type": "image/png"}),
+        httpx.post(f"{url}/extract", json={"html": ARTICLE, "options": {"no_such_option": 1}}),
+        httpx.post(f"{url}/extract/", json={"html": ARTICLE}),
+    ):
+        assert reply.status_code >= 400
+        check(reply)
+
+
+def _json_candidates(schema: dict[str, Any]) -> list[Any]:
+    """Values of the JSON types an option's schema names, at its edges and past them."""
+    values: list[Any] = [None]
+    for kind in schema.get("anyOf", [schema]):
+        low = kind.get("minimum", kind.get("exclusiveMinimum"))
+        high = kind.get("maximum")
+        if kind.get("type") == "integer":
+            values += [7, *(v for v in (low, high) if v is not None),
+                       *([low - 1] if low is not None else []),
+                       *([high + 1] if high is not None else [])]
+        elif kind.get("type") == "number":
+            values += [0.5, *(v for v in (low, high) if v is not None),
+                       *([low - 0.001] if low is not None else []),
+                       *([high + 0.001] if high is not None else [])]
+        elif kind.get("type") == "boolean":
+            values += [True, False]
+        elif kind.get("type") == "string":
+            values += [*kind.get("enum", []), "", "x", "en", "EN", "English"]
+        elif kind.get("type") == "array":
+            items = kind.get("items", {}).get("enum", [])
+            values += [[], ["x"], [""], *([item] for item in items)]
+    return values
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_the_options_schema_takes_what_the_service_takes(name: str) -> None:
+    """Each option alone, at and past its edges in the JSON types its schema names: the
+    service takes a value exactly where /info's schema does, so a client that checks
+    its options against the schema learns of a refusal before sending them."""
+    model = SERVICES[name].algorithm().options_model
+    schema = model.model_json_schema()
+    validator = Draft202012Validator(schema)
+    disagreements = []
+    for option, option_schema in schema["properties"].items():
+        for value in _json_candidates(option_schema):
+            try:
+                model.model_validate({option: value})
+                taken = True
+            except ValidationError:
+                taken = False
+            if taken != validator.is_valid({option: value}):
+                disagreements.append(f"{option}={value!r}: the service "
+                                     f"{'takes' if taken else 'refuses'} it")
+    assert not disagreements, disagreements
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_numeric_options_refuse_infinity_and_nan(name: str) -> None:
+    """A query string can spell inf and nan, which no JSON number is: an option refuses
+    them, naming itself, rather than taking a number its schema cannot state."""
+    options_model = SERVICES[name].algorithm().options_model
+    numbers = [field for field, info in options_model.model_fields.items()
+               if float in (set(get_args(info.annotation)) or {info.annotation})]
+    if not numbers:
+        pytest.skip(f"{name} has no option that takes a fraction")
+    for field in numbers:
+        for text in ("inf", "-inf", "nan"):
+            with pytest.raises(ValidationError) as refused:
+                options_model.model_validate({field: text})
+            assert refused.value.errors()[0]["loc"] == (field,), (field, text)
+
+
+def test_a_conflict_of_options_names_the_option() -> None:
+    """rss takes a feed or a feed's URL: both is refused naming `feed_url`, as any other
+    refused option is named, not the body."""
+    body = orjson.dumps({"html": ARTICLE, "options": {"feed": "<rss/>",
+                                                      "feed_url": "https://news.example/rss"}})
+    reply = answer_page(SERVICES["rss"].algorithm(), body, {}, "application/json")
+    assert reply["error"].startswith("invalid_options: feed_url: "), reply
+
+
+def test_a_language_trafilatura_never_matches_is_refused() -> None:
+    """trafilatura compares `target_language` with the two-letter codes of the page's
+    declared language: anything else would silently empty every page that declares one."""
+    algorithm = SERVICES["trafilatura"].algorithm()
+    for code in ("EN", "english", "en-US", ""):
+        reply = answer_page(algorithm, ARTICLE.encode(), {"target_language": code})
+        assert reply.get("error", "").startswith("invalid_options: target_language: "), code
+    assert "error" not in answer_page(algorithm, ARTICLE.encode(), {"target_language": "en"})
+
+
+PREFIXED_TAGS = ("<html><body><fb:like><div>the first box of text</div></fb:like><fb:like>"
+                 "<div>the second box of text</div></fb:like><o:p><p>a paragraph of text</p>"
+                 "</o:p></body></html>")
+
+
+def test_the_block_path_pattern_takes_steps_matched_by_name() -> None:
+    """A tag no XPath name test can spell is matched by name() (docs/architecture.md):
+    the contract's path pattern takes such steps, in each quoting xpath_step writes."""
+    for name in ("bte", "justext"):  # an html5 and a libxml2 service
+        paths = [b.path for b in SERVICES[name].algorithm().run(PREFIXED_TAGS).blocks
+                 if b.path is not None]
+        assert any("name()" in path for path in paths), (name, paths)
+        for path in paths:
+            assert re.fullmatch(BLOCK_PATH_PATTERN, path), (name, path)
+    for tag in ("fb:like", "a'b", "a'b\"c"):
+        assert re.fullmatch(BLOCK_PATH_PATTERN, f"/html/body{xpath_step(tag, 2)}/p"), tag

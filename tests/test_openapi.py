@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
+from jsonschema import Draft202012Validator
 
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.config import RunConfig
@@ -236,3 +237,76 @@ def test_the_api_answers_head_as_get(tmp_path: Path) -> None:
     assert refused.status_code == 404
     assert other.status_code == 405
     assert set(other.headers["allow"].replace(" ", "").split(",")) == {"GET", "HEAD"}
+
+
+def _service_document(name: str) -> tuple[TestClient, dict[str, Any]]:
+    client = TestClient(create_service_app(SERVICES[name].algorithm()))
+    document: dict[str, Any] = client.get("/openapi.json").json()
+    return client, document
+
+
+def _reply_validator(document: dict[str, Any], schema: dict[str, Any]) -> Draft202012Validator:
+    """A validator of one reply schema of the document, its $refs resolved in it."""
+    return Draft202012Validator({**schema, "components": document["components"]})
+
+
+def _documented_reply(document: dict[str, Any], path: str, method: str,
+                      status: int) -> dict[str, Any]:
+    """The JSON schema the document gives for `status` (or its `default`) of an operation."""
+    replies = document["paths"][path][method]["responses"]
+    reply = replies.get(str(status), replies.get("default"))
+    assert reply is not None, f"{method.upper()} {path}: {status} is not documented"
+    schema: dict[str, Any] = reply["content"]["application/json"]["schema"]
+    return schema
+
+
+def test_info_and_health_replies_are_described() -> None:
+    """A client generated from the document reads /info and /health typed: /info's 200
+    is ServiceInfo (the ensemble's with `details`), /health's 200 and its 503 while the
+    workers start are described, and the real replies validate against them."""
+    for name in ("bte", "ensemble"):
+        client, document = _service_document(name)
+        info, health = client.get("/info"), client.get("/health")  # workers never started
+        assert (info.status_code, health.status_code) == (200, 503)
+        for path, reply in (("/info", info), ("/health", health)):
+            schema = _documented_reply(document, path, "get", reply.status_code)
+            _reply_validator(document, schema).validate(reply.json())
+        assert document["components"]["schemas"]["ServiceInfo"]["required"]
+        ok = _documented_reply(document, "/health", "get", 200)
+        _reply_validator(document, ok).validate({"status": "ok"})
+
+
+def test_every_operation_documents_its_other_errors() -> None:
+    """Errors no operation lists one by one (404, 408, 431, 500: the server's, not the
+    route's) are still ErrorReply: each operation has a `default` reply saying so."""
+    _, document = _service_document("justext")
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            default = operation["responses"].get("default")
+            assert default is not None, (method, path)
+            assert default["content"]["application/json"]["schema"]["$ref"].endswith(
+                "/ErrorReply")
+
+
+def test_the_html_body_forms_query_parameters_are_listed() -> None:
+    """The text/html form takes `url` and the options in the query string: the document
+    lists each option a query string can carry (typed as the option is), and not those
+    only a JSON body can (lists). XHTML is an HTML body too."""
+    for name in sorted(SERVICES):
+        _, document = _service_document(name)
+        operation = document["paths"]["/extract"]["post"]
+        parameters = {p["name"]: p for p in operation.get("parameters", [])}
+        assert all(p["in"] == "query" and not p["required"] for p in parameters.values())
+        assert parameters.pop("url")["schema"] == {"type": "string"}
+        options = SERVICES[name].algorithm().options_model.model_json_schema()
+        for option, schema in options["properties"].items():
+            kinds = schema.get("anyOf", [schema])
+            scalar = [k for k in kinds if k.get("type") not in ("array", "null")]
+            if scalar:
+                assert parameters[option]["schema"]["type"] == scalar[0]["type"], (name, option)
+                assert parameters[option]["schema"].get("enum") == scalar[0].get("enum")
+            else:
+                assert option not in parameters, (name, option)
+        assert set(parameters) <= set(options["properties"])
+    assert set(document["paths"]["/extract"]["post"]["requestBody"]["content"]) == {
+        "application/json", "text/html", "application/xhtml+xml"}

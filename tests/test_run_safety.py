@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -508,6 +509,15 @@ def _wait_status(url: str, run_id: str, wanted: str, timeout: float = 60) -> dic
         if info["status"] == wanted or time.monotonic() > deadline:
             return info
         time.sleep(0.1)
+
+
+def test_a_json_run_request_may_begin_with_a_byte_order_mark(
+        api: tuple[str, Path, Path]) -> None:
+    url, _, _ = api
+    body = {"pages": {"name": "inline", "pages": [{"id": "p", "html": PAGE, "gold": GOLD}]}}
+    reply = httpx.post(f"{url}/runs", content=b"\xef\xbb\xbf" + orjson.dumps(body),
+                       headers={**AUTH, "content-type": "application/json"}, timeout=30)
+    assert reply.status_code == 202, reply.text
 
 
 def test_runs_past_the_limits_queue_then_get_429(api: tuple[str, Path, Path]) -> None:

@@ -6,6 +6,7 @@ import codecs
 import random
 from pathlib import Path
 
+import orjson
 import pytest
 from pydantic import ValidationError
 
@@ -82,6 +83,13 @@ class TestDecoding:
         # A label that does not fit the bytes is passed over, as one that is unknown.
         assert "Grüße" in decode_html(PAGE.encode(), "shift_jis")
         assert "Grüße" in decode_html(PAGE.encode(), "no-such-charset")
+
+    def test_a_json_body_may_begin_with_a_byte_order_mark(self) -> None:
+        # RFC 8259, section 8.1: a parser may ignore one; editors and some clients write it.
+        from shared.answer import parse_extract_request
+
+        body = b"\xef\xbb\xbf" + orjson.dumps({"html": PAGE, "options": {}})
+        assert "Zürich" in parse_extract_request(body, "application/json", {}).html
 
     def test_a_lone_less_than_sign_is_no_markup(self) -> None:
         with pytest.raises(NotHTMLError):

@@ -24,6 +24,7 @@ from importlib.metadata import version
 from typing import Any
 
 from pydantic import Field, field_validator
+from pydantic.config import JsonDict
 
 from services.ensemble.features import MemberFigures, figures_matrix, member_figures
 from services.ensemble.members import (
@@ -50,11 +51,19 @@ MAX_WORDS = 300_000
 MEMBERS_FIRST_S = 0.0005
 
 
+def _member_names(schema: JsonDict) -> None:
+    """The names `members` takes (the model's), listed in /info's schema."""
+    kinds = schema.get("anyOf")
+    for kind in kinds if isinstance(kinds, list) else []:
+        if isinstance(kind, dict) and kind.get("type") == "array":
+            kind["items"] = {"enum": list(default_model().members), "type": "string"}
+
+
 class EnsembleOptions(Options):
     members: list[str] | None = Field(
         None, description="Ask only these members (a subset of the model's; an empty list "
         "asks none). Default: the model's default members, the cheapest set that kept its "
-        "leave-one-dataset-out accuracy.")
+        "leave-one-dataset-out accuracy.", json_schema_extra=_member_names)
 
     @field_validator("members")
     @classmethod

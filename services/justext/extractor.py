@@ -30,6 +30,7 @@ import justext
 import justext.core as jt
 from lxml import etree
 from pydantic import Field, field_validator
+from pydantic.config import JsonDict
 
 from shared.contract import Algorithm, Block, Extraction, Options
 from shared.html import INVISIBLE, ElementPaths, parse_html, tag_name
@@ -97,12 +98,18 @@ def stoplist_of_words(words: list[str]) -> str:
     return max(sorted(counts), key=lambda name: counts[name])
 
 
+def _language_names(schema: JsonDict) -> None:
+    """The names `language` takes, listed in /info's schema (the 422 names them too)."""
+    schema["enum"] = [AUTO, ALL_LANGUAGES, *sorted(stoplist_names())]
+
+
 class JustextOptions(Options):
     language: str = Field(
         "English",
         description="A jusText stoplist name (e.g. English, German, Czech), 'all' for every "
         "stoplist merged (language-independent mode), or 'auto': the stoplist of the "
         "page's <html lang>, else the one that covers most of its words.",
+        json_schema_extra=_language_names,
     )
     length_low: int = Field(jt.LENGTH_LOW_DEFAULT, ge=0, description="Shorter ones are short.")
     length_high: int = Field(jt.LENGTH_HIGH_DEFAULT, ge=0, description="Longer ones may be good.")

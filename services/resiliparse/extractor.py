@@ -13,6 +13,7 @@ the page's text blocks, marked content when most of their tokens align with it
 from __future__ import annotations
 
 from importlib.metadata import version
+from typing import Annotated
 
 from pydantic import Field, field_validator
 from resiliparse.extract.html2text import extract_plain_text
@@ -40,7 +41,7 @@ class ResiliparseOptions(TextPeerOptions):
                             "line, date) in the main content.")
     hidden_elements: bool = Field(False, description="Keep elements "
                                   "with hidden class names in main-content mode.")
-    skip_elements: list[str] | None = Field(
+    skip_elements: list[Annotated[str, Field(min_length=1)]] | None = Field(
         None, description="CSS selectors of elements to skip.")
 
     @field_validator("skip_elements")

@@ -49,7 +49,7 @@ import defusedxml
 import defusedxml.ElementTree as SafeET
 import httpx
 from lxml import etree
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 from rapidfuzz import fuzz, utils
 
 from shared.blockmap import CONTENT_SHARE, block_support
@@ -65,7 +65,9 @@ _TRACKING = re.compile(r"^(utm_|fbclid$|gclid$|ref$|cmpid$)")
 
 
 class RssOptions(Options):
-    feed: str | None = Field(None, description="The page's RSS or Atom feed, as XML text.")
+    feed: str | None = Field(None, description="The page's RSS or Atom feed, as XML text "
+                             "(this or feed_url, not both: without either the page is "
+                             "refused).")
     feed_url: str | None = Field(
         None, description="URL of the feed; fetched only when the service allows fetching "
         "(BOILERBENCH_ALLOW_FETCH) from that host (BOILERBENCH_FETCH_ALLOW_LIST).")
@@ -82,11 +84,13 @@ class RssOptions(Options):
         0.2, ge=0, description="Growth adds a parent only when its added text has at least "
         "this share of the region's mean words per block.")
 
-    @model_validator(mode="after")
-    def _one_feed(self) -> RssOptions:
-        if self.feed is not None and self.feed_url is not None:
+    @field_validator("feed_url")
+    @classmethod
+    def _one_feed(cls, feed_url: str | None, info: ValidationInfo) -> str | None:
+        """Refused as feed_url's error, so the 422 names an option as any other does."""
+        if feed_url is not None and info.data.get("feed") is not None:
             raise ValueError("give either feed or feed_url, not both")
-        return self
+        return feed_url
 
 
 @dataclass(frozen=True)

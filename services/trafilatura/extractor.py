@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from importlib.metadata import version
+from typing import Annotated
 
 import lxml.etree
 import lxml.html
@@ -42,10 +43,11 @@ class TrafilaturaOptions(TextPeerOptions):
     favor_recall: bool = Field(False, description="Prefer more text (wins over precision).")
     fast: bool = Field(False, description="Skip the fallback extractors (readability, jusText).")
     target_language: str | None = Field(
-        None, description="ISO 639-1 code; pages in another language give no content (checked "
+        None, pattern=r"^[a-z]{2}$", description="ISO 639-1 code in lower case (en, de), the "
+        "only form trafilatura matches; pages in another language give no content (checked "
         "on the page's declared language unless a language detector is installed).")
     deduplicate: bool = Field(False, description="Drop segments repeated within the page.")
-    prune_xpath: list[str] | None = Field(
+    prune_xpath: list[Annotated[str, Field(min_length=1)]] | None = Field(
         None, description="XPath expressions of elements to remove before extraction.")
     shared_parser: bool = Field(
         False, description="Not trafilatura's: give it the tree of our shared parser instead of "
