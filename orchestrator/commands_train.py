@@ -60,8 +60,9 @@ def _check_datasets(datasets: list[Path]) -> None:
         missing = sorted(set(paired.pairing.html) - set(paired.ids))
         if missing:
             shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
-            raise typer.BadParameter(f"{folder}: {len(missing)} pages without gold text in "
-                                     f"content/ ({shown})", param_hint="--dataset")
+            pages = "a page" if len(missing) == 1 else f"{len(missing)} pages"
+            raise typer.BadParameter(f"{folder}: {pages} without gold text in content/ "
+                                     f"({shown})", param_hint="--dataset")
 
 
 def _check_out(out: Path) -> None:
@@ -104,7 +105,8 @@ def _summary(metadata: dict[str, Any], out: Path) -> None:
 def density(
     dataset: DatasetOption,
     out: Annotated[Path | None, typer.Option(
-        help="The model file to write (default: the shipped density model).")] = None,
+        help="The model file to write (default: the shipped density model; "
+             "BOILERBENCH_DENSITY_MODEL=FILE makes the service load another).")] = None,
     seed: SeedOption = 0,
     limit: LimitOption = None,
     workers: WorkersOption = None,
@@ -130,7 +132,8 @@ def density(
 def fusion(
     dataset: DatasetOption,
     out: Annotated[Path | None, typer.Option(
-        help="The model file to write (default: the shipped fusion model).")] = None,
+        help="The model file to write (default: the shipped fusion model; "
+             "BOILERBENCH_FUSION_MODEL=FILE makes the service load another).")] = None,
     seed: SeedOption = 0,
     limit: LimitOption = None,
     workers: WorkersOption = None,
@@ -154,9 +157,11 @@ def fusion(
 def ensemble(
     dataset: DatasetOption,
     out: Annotated[Path | None, typer.Option(
-        help="The model file to write (default: services/ensemble/model/ensemble-v1.json).")
+        help="The model file to write (default: services/ensemble/model/ensemble-v1.json; "
+             "BOILERBENCH_ENSEMBLE_MODEL=FILE makes the service load another).")
     ] = None,
     seed: SeedOption = 0,
+    limit: LimitOption = None,
     workers: Annotated[int, typer.Option(
         min=1, help="Processes that compute the members' answers and the pages' features.")
     ] = 2,
@@ -179,11 +184,11 @@ def ensemble(
     costs = None if costs_from is None else _recorded_costs(costs_from)
     with _data_errors():
         model = train_ensemble(dataset, out, seed=seed, workers=workers, costs=costs,
-                               log=_log)
+                               log=_log, limit=limit)
     evaluation = model.metadata["evaluation"]
     console.print(f"leave-one-dataset-out word F1 (default members "
-                  f"{', '.join(model.default_members)}): {evaluation['default_members']}; "
-                  f"wrote {out}")
+                  f"{', '.join(model.default_members) or 'none'}): "
+                  f"{evaluation['default_members']}; wrote {out}")
 
 
 def _recorded_costs(path: Path) -> dict[str, float]:

@@ -2,7 +2,10 @@
 
 A model scored on the pages it was trained on measures memory, not extraction:
 tables mark such rows as in-sample, with how many of their pages are. The learned
-services keep their models as JSON files in `services/<name>/model/`; a file lists
+services keep their models as JSON files in `services/<name>/model/`, or load the one
+file BOILERBENCH_<NAME>_MODEL names (shared.modelfile.configured_model), which then
+alone counts (this process's environment decides: a run's local and in-process
+services inherit it). A file lists
 the digests of its training pages' HTML bytes in `metadata.page_sha256`
 (shared.modelfile.page_digest), and a test page counts as trained on when its own
 HTML's digest is among them, whatever the test set is called: a renamed copy or a
@@ -31,7 +34,7 @@ from pydantic import ValidationError
 
 from orchestrator.service_options import options_model
 from orchestrator.testsets import Dataset, DatasetError
-from shared.modelfile import PAGE_DIGESTS, page_digest
+from shared.modelfile import PAGE_DIGESTS, configured_model, page_digest
 from shared.registry import service_of
 
 SERVICES_DIR = Path(__file__).resolve().parent.parent / "services"
@@ -66,11 +69,13 @@ def _names(metadata: dict[str, Any]) -> set[str]:
 
 
 @cache
-def _training(folder: Path) -> Training:
+def _training(files: tuple[tuple[Path, int, int], ...]) -> Training:
+    """What the model files were trained on, kept while each file's (path, mtime, size)
+    stays: a model retrained under a running API is read again."""
     digests: set[str] = set()
     names: set[str] = set()
     all_names: set[str] = set()
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    for path, *_ in files:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -89,9 +94,22 @@ def _training(folder: Path) -> Training:
 
 
 def training(service: str) -> Training:
-    """What the service's shipped model files were trained on (nothing for a service
-    without model files, or a row that is not a service)."""
-    return _training(SERVICES_DIR / service / "model")
+    """What the model files the service loads were trained on: the configured file
+    (BOILERBENCH_<SERVICE>_MODEL), else its shipped ones (nothing for a service without
+    model files, or a row that is not a service). A file that cannot be read counts
+    for nothing here; the service refuses to start on it."""
+    configured = configured_model(service)
+    folder = SERVICES_DIR / service / "model"
+    paths = [configured] if configured is not None else \
+        sorted(folder.glob("*.json")) if folder.is_dir() else []
+    files = []
+    for path in paths:
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        files.append((path, stat.st_mtime_ns, stat.st_size))
+    return _training(tuple(files))
 
 
 def uses_model(row: str, options: Mapping[str, Any] | None = None) -> bool:

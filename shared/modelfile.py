@@ -6,7 +6,8 @@ with `cmp`. A file names its format, version and feature list; a loader refuses 
 file whose header differs, since features computed by other code would silently
 give wrong probabilities. Its metadata lists the digests of the pages it was trained
 on (`page_digest`), so figures on those pages are flagged in-sample whatever the test
-set is called (orchestrator.insample).
+set is called (orchestrator.insample). A service loads its shipped file unless
+BOILERBENCH_<SERVICE>_MODEL names one of the user's own (`load_model`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,14 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LoadedModel = TypeVar("LoadedModel")
 
 PAGE_DIGESTS = "page_sha256"
 """The metadata key of the sorted digests of a model's training pages (page_digest)."""
@@ -73,3 +79,43 @@ def write_atomically(path: Path, data: bytes) -> None:
 def read_json(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data
+
+
+class ModelFiles(BaseSettings):
+    """Model files of one's own (`boilerbench train <service> --out FILE`) that the
+    learned services load in place of their shipped ones, from the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="BOILERBENCH_", extra="ignore",
+                                      env_ignore_empty=True)
+
+    density_model: Path | None = Field(None, description="density's learned threshold.")
+    fusion_model: Path | None = Field(None, description="fusion's block classifier.")
+    ensemble_model: Path | None = Field(None, description="the ensemble's combiner.")
+
+
+def configured_model(service: str) -> Path | None:
+    """The model file BOILERBENCH_<SERVICE>_MODEL names, or None (the shipped one):
+    what the service loads, and so what its in-sample flags must judge."""
+    path: Path | None = getattr(ModelFiles(), f"{service}_model", None)
+    return path
+
+
+def load_model(service: str, shipped: Path, read: Callable[[Path], LoadedModel]
+               ) -> LoadedModel:
+    """The service's model: `read` of the configured file (configured_model), else of
+    `shipped`. A configured file that does not load (missing, cut short, another
+    service's or version's) raises the ValidationError of a wrong setting, which
+    stops a service at startup with one line naming the variable (shared.serving)
+    instead of failing every page."""
+    path = configured_model(service)
+    if path is None:
+        return read(shipped)
+    try:
+        return read(path)
+    except OSError as exc:
+        reason = f"cannot read {path}: {exc.strerror or exc}"
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        reason = f"{path} is no {service} model file ({type(exc).__name__}: {exc})"
+    raise ValidationError.from_exception_data(ModelFiles.__name__, [{
+        "type": "value_error", "loc": (f"{service}_model",), "input": str(path),
+        "ctx": {"error": ValueError(" ".join(reason.split()))}}])

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import os
 from collections import Counter
@@ -80,6 +81,7 @@ class TrainingPage:
     tokens: list[list[str]]
     gold: Counter[str] = field(repr=False)
     html_digest: str = ""  # shared.modelfile.page_digest of the HTML file, as it was read
+    notes: tuple[str, ...] = ()  # read_page's notes on the gold
 
 
 class Classifier(Protocol):
@@ -133,14 +135,18 @@ def page_ids(dataset: Path) -> list[str]:
     return sorted(pair_dataset(dataset).pairing.html)
 
 
-def read_page(html_file: Path, gold_file: Path) -> tuple[str, str, str]:
+def read_page(html_file: Path, gold_file: Path) -> tuple[str, str, str, tuple[str, ...]]:
     """Decoded HTML and gold text of one page (gold that is not UTF-8 decoded as pages
-    are, as the orchestrator reads it), and the digest of its HTML bytes
-    (shared.modelfile.page_digest): each file is read once."""
+    are, as the orchestrator reads it), the digest of its HTML bytes
+    (shared.modelfile.page_digest) and notes on its gold for the log, as a run warns of
+    them (not UTF-8, empty): each file is read once."""
     data = html_file.read_bytes()
     html = decode_html(data)
-    gold = decode_gold(gold_file.read_bytes())[0]
-    return html, gold, page_digest(data)
+    gold, note = decode_gold(gold_file.read_bytes())
+    notes: tuple[str, ...] = (f"content/{gold_file.name} is {note}",) if note else ()
+    if not gold.strip():
+        notes += ("the gold text is empty: trained on as a page without content",)
+    return html, gold, page_digest(data), notes
 
 
 def load_page(dataset: Path, page_id: str) -> tuple[str, str]:
@@ -150,7 +156,7 @@ def load_page(dataset: Path, page_id: str) -> tuple[str, str]:
     if page_id not in folders.pairing.ids:
         raise TrainingDataError(f"{dataset.name}: no page {page_id!r} with both an html/ "
                                 "and a content/ file")
-    html, gold, _ = read_page(folders.html_file(page_id), folders.gold_file(page_id))
+    html, gold, *_ = read_page(folders.html_file(page_id), folders.gold_file(page_id))
     return html, gold
 
 
@@ -166,13 +172,13 @@ def _labelled(job: tuple[Labeller, str, str, Path, Path]) -> TrainingPage | str:
     """A labelled page, or its id when the page is not HTML."""
     units, dataset, page_id, html_file, gold_file = job
     try:
-        html, gold, digest = read_page(html_file, gold_file)
+        html, gold, digest, notes = read_page(html_file, gold_file)
     except NotHTMLError:
         return page_id
     features, tokens = units(html)
     gold_tokens = tokenize(gold)
     return TrainingPage(dataset, page_id, features, unit_labels(tokens, gold_tokens),
-                        tokens, Counter(gold_tokens), digest)
+                        tokens, Counter(gold_tokens), digest, notes)
 
 
 def unit_labels(tokens: Sequence[Sequence[str]], gold_tokens: Sequence[str]
@@ -204,6 +210,9 @@ def load_datasets(datasets: Sequence[Path], units: Labeller, unit_name: str,
     else:
         results = [_labelled(job) for job in jobs]
     pages = [r for r in results if isinstance(r, TrainingPage)]
+    for page in pages:
+        for note in page.notes:
+            log(f"{page.dataset}/{page.page_id}: {note}")
     meta = []
     for d in datasets:
         mine = [p for p in pages if p.dataset == d.name]
@@ -217,10 +226,30 @@ def load_datasets(datasets: Sequence[Path], units: Labeller, unit_name: str,
     return pages, meta
 
 
+def overlap_warnings(pages: Iterable[tuple[str, str]]) -> list[str]:
+    """A warning for each two datasets that hold the same pages, from (dataset, page
+    digest) pairs: leaving one out still trains on its pages in the other, so the
+    leave-one-dataset-out figures of both are partly in-sample (a user's set drawn from
+    one it is trained beside, say)."""
+    holders: dict[str, set[str]] = {}
+    for dataset, digest in pages:
+        holders.setdefault(digest, set()).add(dataset)
+    shared: Counter[tuple[str, str]] = Counter()
+    for names in holders.values():
+        shared.update(itertools.combinations(sorted(names), 2))
+    return [f"{a} and {b} hold {n} of the same pages (the same HTML bytes): their "
+            "leave-one-dataset-out figures are partly in-sample"
+            for (a, b), n in sorted(shared.items())]
+
+
 def word_f1(extracted: Counter[str], gold: Counter[str]) -> float:
-    """Bag-of-words F1 (multiset intersection; 0 for an empty extract or no overlap).
+    """Bag-of-words F1 (multiset intersection; 0 for an empty extract or no overlap,
+    but 1 for an empty extract of an empty gold, as a run scores it: a page labelled
+    as holding no content is then a page kept empty, not one lost whatever is kept).
     Counters rather than orchestrator.scoring, which works on text: training scores
     thousands of unit subsets of already-tokenized pages."""
+    if not extracted and not gold:
+        return 1.0
     tp = sum((extracted & gold).values())
     if tp == 0:
         return 0.0
@@ -424,6 +453,8 @@ def train_model(learner: Learner[ServiceModel], datasets: Sequence[Path], out: P
         for meta in data_meta:
             require_usable(meta["name"], meta["pages"], meta[f"content_{learner.unit_name}"],
                            learner.unit_name)
+        for warning in overlap_warnings((p.dataset, p.html_digest) for p in pages):
+            log(warning)
         names = sorted({p.dataset for p in pages})
         evaluations = evaluate_candidates(pages, learner.candidates, learner.rules, log)
         shipped = max(evaluations, key=lambda n: evaluations[n]["mean"]) if evaluations \

@@ -140,3 +140,21 @@ def test_a_shipped_model_lists_every_page_it_was_trained_on(
     pages = {page_digest(path.read_bytes())
              for folder in four_datasets for path in (folder / "html").glob("*.html")}
     assert data["metadata"][PAGE_DIGESTS] == sorted(pages)
+
+
+@pytest.mark.dataset
+def test_a_model_file_of_ones_own_decides_the_flags_of_its_service(
+        cleaneval: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fusion loading the file BOILERBENCH_FUSION_MODEL names is in-sample on that file's
+    training pages and no longer on the shipped model's; density keeps its shipped one."""
+    own = write_test_set(tmp_path / "own", OWN)
+    shipped = copy_pages(cleaneval, ["dev-10", "dev-11"], tmp_path / "ce", own=False)
+    model = tmp_path / "fusion-mine.json"
+    model.write_text(json.dumps({"metadata": {
+        "trained_on": ["own"], PAGE_DIGESTS: [page_digest(OWN["own-0"][0].encode())]}}))
+    monkeypatch.setenv("BOILERBENCH_FUSION_MODEL", str(model))
+    shown = flags(run(tmp_path, ["fusion", "density"], [own, shipped]))
+    assert shown["fusion", "own"] == "in-sample (1 of 2 pages)"
+    assert shown["fusion", "ce"] == ""
+    assert shown["density", "own"] == ""
+    assert shown["density", "ce"] == "in-sample"

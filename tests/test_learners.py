@@ -4,11 +4,13 @@ leave-one-dataset-out split."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from orchestrator.scoring import bag_f1
 from services.density.training import page_lines
 from services.fusion.training import page_blocks
 from shared.gbdt import Gbdt
@@ -21,7 +23,14 @@ from shared.learners import (
     fit_network,
 )
 from shared.mlp import Mlp
-from shared.training import TrainingPage, held_out_choice, leave_one_dataset_out, load_datasets
+from shared.tokens import tokenize
+from shared.training import (
+    TrainingPage,
+    held_out_choice,
+    leave_one_dataset_out,
+    load_datasets,
+    word_f1,
+)
 from tests.helpers import walk_trees
 
 PAGES_PER_DATASET = 5
@@ -132,3 +141,13 @@ def test_a_held_out_figure_comes_from_the_candidate_chosen_without_its_dataset()
     assert chosen["word_f1"] == {"chaos": 0.89, "cleaneval": 0.89, "scrapinghub": 0.70}
     assert chosen["mean"] == pytest.approx(np.mean([0.89, 0.89, 0.70]), abs=1e-4)
     assert chosen["trained_on"]["scrapinghub"] == ["chaos", "cleaneval"]
+
+
+def test_training_word_f1_is_the_runs_bag_of_words_f1() -> None:
+    """Training chooses by the figure a run reports, also on a page whose gold is empty
+    (a page labelled as holding no content): there an empty extract scores 1."""
+    texts = ["", "Some words here", "words here and more", "other text"]
+    for extracted in texts:
+        for gold in texts:
+            assert word_f1(Counter(tokenize(extracted)), Counter(tokenize(gold))) == \
+                pytest.approx(bag_f1(extracted, gold)), (extracted, gold)

@@ -52,7 +52,7 @@ def test_train_refuses_what_it_cannot_train_on(service: str, tmp_path: Path,
     (gold_missing / "html" / "d.html").write_text(page, encoding="utf-8")
     cases = {"at least two datasets": [one],
              "named twice": [one, one],
-             "1 pages without gold text": [one, two, gold_missing]}
+             "a page without gold text": [one, two, gold_missing]}
     for message, folders in cases.items():
         args = ["train", service, *(a for d in folders for a in ("--dataset", str(d))),
                 "--out", str(tmp_path / "model.json")]
@@ -176,3 +176,80 @@ def test_train_pairs_pages_as_a_test_set_and_prints_their_warnings_as_they_are(
     assert "two: content/notes[red].txt has no html/notes[red].html" in result.output, \
         result.output
     assert "one: 4 pages" in result.output, result.output
+
+
+def test_train_ensemble_limit_takes_the_first_pages_of_each_dataset(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As density's and fusion's --limit: the members are asked on those pages alone, a
+    stored file of every page serves a limited run, and a limited one never stands in
+    for every page."""
+    import json
+
+    from services.ensemble import cache, training
+
+    monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(training, "TRAINING_MEMBERS", ("bte",))  # one member: quick
+    monkeypatch.setattr(training, "LEARNED_MEMBERS", ())
+    words = "Some words of a page about its subject, and more words after them."
+    sets = [write_test_set(tmp_path / name, {
+        f"{name}{i}": (f"<html><body><p>{words}</p><p>Menu Home</p></body></html>", words)
+        for i in range(3)}) for name in ("one", "two")]
+    out = tmp_path / "model.json"
+
+    def train(*limit: str) -> tuple[str, dict[str, int]]:
+        args = ["train", "ensemble", *(a for d in sets for a in ("--dataset", str(d))),
+                *limit, "--workers", "1", "--out", str(out)]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        metadata = json.loads(out.read_text(encoding="utf-8"))["metadata"]
+        return result.output, {d["name"]: d["pages"] for d in metadata["datasets"]}
+
+    output, pages = train("--limit", "1")
+    assert pages == {"one": 1, "two": 1}
+    assert "one: computing bte on 1 pages" in output, output
+    output, pages = train()
+    assert pages == {"one": 3, "two": 3}
+    assert "one: computing bte on 3 pages" in output, output
+    output, pages = train("--limit", "2")
+    assert pages == {"one": 2, "two": 2}
+    assert "computing" not in output, output
+
+
+def test_train_ensemble_says_when_it_asks_no_member_by_default(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small datasets can leave the cheapest set as good as any: no member at all."""
+    from types import SimpleNamespace
+
+    from services.ensemble import training
+
+    def trained(*_: object, **__: object) -> SimpleNamespace:
+        return SimpleNamespace(default_members=(), metadata={
+            "evaluation": {"default_members": {"one": 0.9, "two": 0.8}}})
+
+    monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.setattr(training, "train", trained)
+    args = ["train", "ensemble", *(a for d in two_sets(tmp_path) for a in ("--dataset", str(d))),
+            "--out", str(tmp_path / "model.json")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "(default members none)" in result.output, result.output
+
+
+@pytest.mark.parametrize("service", ["density", "fusion"])
+def test_train_warns_when_two_datasets_hold_the_same_pages(
+        service: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A set of one's own copied from one it is trained beside: leaving either out still
+    trains on its pages, which the held-out figures must not hide."""
+    monkeypatch.setenv("COLUMNS", "300")
+    words = "Some words of a page about its subject."
+    page = f"<html><body><p>{words}</p><p>Menu Home</p></body></html>"
+    sets = [write_test_set(tmp_path / "one", {"a": (page, words), "b": (PAGE, words)}),
+            write_test_set(tmp_path / "two", {"renamed": (page, words)}),
+            write_test_set(tmp_path / "three", {"c": (PAGE + " ", words)})]
+    args = ["train", service, *(a for d in sets for a in ("--dataset", str(d))),
+            "--workers", "1", "--out", str(tmp_path / "model.json")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "one and two hold 1 of the same pages" in result.output, result.output
+    assert result.output.count("of the same pages") == 1, result.output  # not three's

@@ -146,3 +146,33 @@ def test_ensemble_training_pairs_as_a_test_set(scrapinghub: Path, tmp_path: Path
     said.clear()
     assert [p.page_id for p in load_pages([folder], ["bte"], 1, said.append)] == test_set.ids
     assert said == test_set.warnings  # answered from the cache
+
+
+def test_training_says_which_gold_texts_a_run_would_warn_of(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gold file in latin-1 is decoded as a run decodes it, and an empty one trains a
+    page without content; both are said, as a run says them, rather than taken in
+    silence."""
+    from services.ensemble import cache
+    from services.ensemble.training import load_pages
+
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
+    folder = tmp_path / "mine"
+    (folder / "html").mkdir(parents=True)
+    (folder / "content").mkdir()
+    page = "<html><body><p>Un café crème, s'il vous plaît.</p><p>Menu</p></body></html>"
+    for page_id, gold in (("latin", "Un café crème".encode("latin-1")), ("empty", b""),
+                          ("plain", b"Un caf")):
+        (folder / "html" / f"{page_id}.html").write_text(page, encoding="utf-8")
+        (folder / "content" / f"{page_id}.txt").write_bytes(gold)
+    run_notes = open_dataset_dir(folder).page("latin").notes
+    assert run_notes == ("content/latin.txt is not valid UTF-8 (byte 6); decoded by charset "
+                         "detection",)
+    expected = ["mine/empty: the gold text is empty: trained on as a page without content",
+                f"mine/latin: {run_notes[0]}"]
+    said: list[str] = []
+    load_datasets([folder], page_lines, "lines", log=said.append)
+    assert said == expected
+    said.clear()
+    load_pages([folder], ["bte"], 1, said.append)
+    assert said == ["mine: computing bte on 3 pages", *expected]

@@ -36,7 +36,7 @@ from shared.gbdt import decide as decide
 from shared.gbdt import sigmoid as _sigmoid
 from shared.gbdt import smooth as smooth
 from shared.mlp import Mlp as Mlp  # re-exported: the density model format names it
-from shared.modelfile import check_header, read_json
+from shared.modelfile import check_header, load_model, read_json
 
 FORMAT = "boilerbench-density-model"
 FORMAT_VERSION = 2
@@ -123,5 +123,6 @@ def read_model(path: Path) -> DensityModel:
 
 @functools.cache
 def default_model() -> DensityModel:
-    """The committed model, loaded once per process."""
-    return read_model(DEFAULT_MODEL)
+    """The model the service uses, loaded once per process: the file
+    BOILERBENCH_DENSITY_MODEL names (shared.modelfile.load_model), else the shipped one."""
+    return load_model("density", DEFAULT_MODEL, read_model)

@@ -29,7 +29,7 @@ from services.ensemble.members import MemberAnswer, ask_in_process
 from shared.contract import Block
 from shared.datasets import REPO_ROOT
 from shared.decoding import NotHTMLError, decode_html
-from shared.modelfile import write_atomically
+from shared.modelfile import configured_model, write_atomically
 from shared.pairing import PairedFolders
 from shared.registry import SERVICES, code_digest
 from shared.training import paired_pages
@@ -73,16 +73,24 @@ def _cache_file(dataset: Path, member: str) -> Path:
 
 
 def _key(pages: str, member: str) -> str:
-    """A member's cached answers are good for these pages (_pages_digest) and code."""
+    """A member's cached answers are good for these pages (_pages_digest) and code, and
+    for the model file it loads in place of its shipped one (BOILERBENCH_<NAME>_MODEL),
+    which code_digest does not see."""
     member_id = f"{_member_version(member)}\n{code_digest(member, REPO_ROOT)}"
+    configured = configured_model(member)
+    if configured is not None:
+        try:
+            member_id += f"\n{hashlib.sha256(configured.read_bytes()).hexdigest()}"
+        except OSError as exc:  # the member fails on every page: keyed as such
+            member_id += f"\nunreadable model ({exc})"
     return hashlib.sha256(f"{member_id}\n{pages}".encode()).hexdigest()
 
 
-def _pages_digest(folders: PairedFolders) -> str:
-    """The dataset's paired page ids and the bytes of the HTML files they read, hashed:
-    a page edited under its old id must be asked again, not answered from the cache."""
+def _pages_digest(folders: PairedFolders, ids: Sequence[str]) -> str:
+    """The page ids and the bytes of the HTML files they read, hashed: a page edited
+    under its old id must be asked again, not answered from the cache."""
     digest = hashlib.sha256()
-    for page_id in folders.ids:
+    for page_id in ids:
         digest.update(f"{page_id}\n".encode())
         digest.update(hashlib.sha256(folders.html_file(page_id).read_bytes()).digest())
     return digest.hexdigest()
@@ -101,34 +109,39 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def member_answers(datasets: Sequence[Path], members: Sequence[str], workers: int = 2,
-                   log: Callable[[str], None] = lambda _: None
+                   log: Callable[[str], None] = lambda _: None, limit: int | None = None
                    ) -> dict[tuple[str, str], dict[str, MemberAnswer]]:
     """(dataset name, page id) -> member -> answer, from the cache or computed (and
     then stored) for the members whose cached file is missing or stale. Pages are
     paired as training pairs them (shared.training.paired_pages), in silence: the
-    training that asks logs the pairing's warnings."""
+    training that asks logs the pairing's warnings. With `limit`, only the first
+    `limit` ids of each dataset: a stored file of every page serves them, else they
+    alone are computed and stored (in place of a stale file only)."""
     result: dict[tuple[str, str], dict[str, MemberAnswer]] = {}
     for dataset in datasets:
         stale = []
         stored: dict[str, dict[str, Any]] = {}
         folders = paired_pages(dataset)
-        pages_digest = _pages_digest(folders)
+        ids = folders.ids[:limit]
+        every_page = _pages_digest(folders, folders.ids)
+        pages_digest = every_page if ids == folders.ids else _pages_digest(folders, ids)
         for member in members:
             data = _read(_cache_file(dataset, member))
-            if data is not None and data.get("key") == _key(pages_digest, member):
-                stored[member] = data["pages"]
+            if data is not None and data.get("key") in {_key(every_page, member),
+                                                        _key(pages_digest, member)}:
+                stored[member] = {i: data["pages"][i] for i in ids if i in data["pages"]}
             else:
                 stale.append(member)
         if stale:
-            log(f"{dataset.name}: computing {', '.join(stale)} on {len(folders.ids)} pages")
-            jobs = [(folders.html_file(page_id), tuple(stale)) for page_id in folders.ids]
+            log(f"{dataset.name}: computing {', '.join(stale)} on {len(ids)} pages")
+            jobs = [(folders.html_file(page_id), tuple(stale)) for page_id in ids]
             # spawn: a forked child would inherit a started JVM (Boilerpipe) and hang
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")
                                      ) as pool:
                 computed = list(pool.map(_page_answers, jobs, chunksize=4))
             for member in stale:
                 pages = {page_id: answers[member]
-                         for page_id, answers in zip(folders.ids, computed, strict=True)
+                         for page_id, answers in zip(ids, computed, strict=True)
                          if answers}
                 write_atomically(_cache_file(dataset, member), gzip.compress(orjson.dumps(
                     {"key": _key(pages_digest, member), "pages": pages})))

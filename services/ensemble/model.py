@@ -19,7 +19,7 @@ import numpy.typing as npt
 from services.ensemble.features import Matrix, feature_names, fusion_columns
 from services.fusion.features import FEATURES as FUSION_FEATURES
 from shared.gbdt import Gbdt, decide
-from shared.modelfile import read_json
+from shared.modelfile import load_model, read_json
 
 FORMAT = "boilerbench-ensemble-model"
 FORMAT_VERSION = 1
@@ -83,5 +83,6 @@ def read_model(path: Path) -> EnsembleModel:
 
 @functools.cache
 def default_model() -> EnsembleModel:
-    """The shipped model, loaded once per process."""
-    return read_model(DEFAULT_MODEL)
+    """The model the service uses, loaded once per process: the file
+    BOILERBENCH_ENSEMBLE_MODEL names (shared.modelfile.load_model), else the shipped one."""
+    return load_model("ensemble", DEFAULT_MODEL, read_model)

@@ -59,6 +59,7 @@ from shared.training import (
     best_rule,
     lodo_record,
     overall,
+    overlap_warnings,
     page_f1,
     paired_pages,
     read_page,
@@ -104,6 +105,7 @@ class EnsemblePage:
     cpu_ms: dict[str, float] = field(default_factory=dict)
     member_f1: dict[str, float] = field(default_factory=dict)
     html_digest: str = ""  # shared.modelfile.page_digest of the HTML file, as it was read
+    notes: tuple[str, ...] = ()  # shared.training.read_page's notes on the gold
 
     def matrix(self, members: Sequence[str], kept: Sequence[str] | None = None) -> Matrix:
         """The combiner's matrix with only `kept` members answering (default: all)."""
@@ -120,7 +122,7 @@ def _build_page(job: tuple[str, str, Path, Path, dict[str, MemberAnswer]]
                 ) -> EnsemblePage | None:
     dataset, page_id, html_file, gold_file, answers = job
     try:
-        html, gold, digest = read_page(html_file, gold_file)
+        html, gold, digest, notes = read_page(html_file, gold_file)
     except NotHTMLError:
         return None
     page = page_features(html)
@@ -131,23 +133,27 @@ def _build_page(job: tuple[str, str, Path, Path, dict[str, MemberAnswer]]
     return EnsemblePage(dataset, page_id, page.matrix, figures, labels, page.tokens,
                         gold_counts, {m: a.cpu_ms for m, a in answers.items()},
                         {m: word_f1(Counter(tokenize(a.text or "")), gold_counts)
-                         for m, a in answers.items()}, digest)
+                         for m, a in answers.items()}, digest, notes)
 
 
 def load_pages(datasets: Sequence[Path], members: Sequence[str], workers: int,
-               log: Callable[[str], None]) -> list[EnsemblePage]:
-    """The labelled pages of the datasets, paired as the orchestrator pairs a test set
-    (the pairing's warnings logged, a dataset without a paired page refused before any
-    member is asked), with the members' answers."""
+               log: Callable[[str], None], limit: int | None = None) -> list[EnsemblePage]:
+    """The labelled pages of the datasets (the first `limit` paired ids of each), paired
+    as the orchestrator pairs a test set (the pairing's warnings logged, a dataset
+    without a paired page refused before any member is asked), with the members'
+    answers."""
     paired = {d: paired_pages(d, log) for d in datasets}
-    answers = member_answers(datasets, members, workers, log)
+    answers = member_answers(datasets, members, workers, log, limit)
     jobs = [(d.name, page_id, folders.html_file(page_id), folders.gold_file(page_id),
              answers[(d.name, page_id)])
-            for d, folders in paired.items() for page_id in folders.ids
+            for d, folders in paired.items() for page_id in folders.ids[:limit]
             if (d.name, page_id) in answers]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         pages = [p for p in pool.map(_build_page, jobs, chunksize=8) if p is not None]
+    for page in pages:
+        for note in page.notes:
+            log(f"{page.dataset}/{page.page_id}: {note}")
     return pages
 
 
@@ -329,18 +335,22 @@ def default_members(steps: Sequence[dict[str, Any]]) -> list[str]:
 
 def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameters | None = None,
           workers: int = 2, costs: dict[str, float] | None = None,
-          log: Callable[[str], None] = lambda _: None) -> EnsembleModel:
+          log: Callable[[str], None] = lambda _: None, limit: int | None = None
+          ) -> EnsembleModel:
     """Evaluate and choose leave-one-dataset-out, fit on every page, write `out`.
     `costs`: the members' CPU ms per page to choose by (default: measured now, while
-    their answers were computed; a model file's recorded ones reproduce that file)."""
+    their answers were computed; a model file's recorded ones reproduce that file).
+    `limit`: only the first pages of each dataset, to try the command quickly."""
     hp = hp or Hyperparameters()
     members = TRAINING_MEMBERS
-    pages = load_pages(datasets, (*members, *LEARNED_MEMBERS), workers, log)
+    pages = load_pages(datasets, (*members, *LEARNED_MEMBERS), workers, log, limit)
     log(f"{len(pages)} pages")
     for dataset in datasets:
         mine = [p for p in pages if p.dataset == dataset.name]
         require_usable(dataset.name, len(mine), int(sum(p.labels.sum() for p in mine)),
                        "blocks")
+    for warning in overlap_warnings((p.dataset, p.html_digest) for p in pages):
+        log(warning)
     lodo = lodo_models(pages, members, hp, seed, log)
     names = sorted({p.dataset for p in pages})
     costs = costs or member_costs(pages, members)

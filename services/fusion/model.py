@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from services.fusion.features import FEATURES, Matrix
 from shared.gbdt import Gbdt, decide
-from shared.modelfile import check_header, read_json
+from shared.modelfile import check_header, load_model, read_json
 
 FORMAT = "boilerbench-fusion-model"
 FORMAT_VERSION = 2
@@ -70,5 +70,6 @@ def read_model(path: Path) -> FusionModel:
 
 @functools.cache
 def default_model() -> FusionModel:
-    """The shipped model, loaded once per process."""
-    return read_model(DEFAULT_MODEL)
+    """The model the service uses, loaded once per process: the file
+    BOILERBENCH_FUSION_MODEL names (shared.modelfile.load_model), else the shipped one."""
+    return load_model("fusion", DEFAULT_MODEL, read_model)
