@@ -400,6 +400,8 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
     spec = config.run_spec(services=services, predictions=predictions, rank_by=rank_by,
                            local=config.mode == "local")
     _check_called_services(spec, config)
+    if spec.backend == "embedded" or _local(spec, config):
+        _check_model_files(spec.called_services)
     try:  # now, not after every page is done
         config.output_folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -489,6 +491,26 @@ def _check_called_services(spec: RunSpec, config: RunConfig) -> None:
     except StackError as exc:
         _error(f"{exc}{_service_hint(exc, config)}")
         raise typer.Exit(1) from None
+
+
+def _check_model_files(services: list[str]) -> None:
+    """Load each model file of one's own (BOILERBENCH_<NAME>_MODEL) of a service this
+    run starts, before it does: in process, every page would otherwise fail on a file
+    that does not load, and a local service would not start."""
+    import importlib
+
+    from pydantic import ValidationError
+
+    from shared.modelfile import configured_model
+    from shared.settings import invalid_settings
+
+    for name in services:
+        if configured_model(name) is not None:
+            try:
+                importlib.import_module(f"services.{name}.model").default_model()
+            except ValidationError as exc:
+                _error(invalid_settings(exc, "BOILERBENCH_"))
+                raise typer.Exit(2) from None
 
 
 def _service_hint(exc: StackError, config: RunConfig) -> str:

@@ -122,3 +122,24 @@ def test_the_ensembles_training_asks_a_member_again_under_another_model_file(
     monkeypatch.setenv("BOILERBENCH_DENSITY_MODEL", str(DATA / "density-limit4.json"))
     cache.member_answers([dataset], ["density"], 1, said.append)
     assert said == ["set: computing density on 1 pages"] * 2
+
+
+@pytest.mark.parametrize("mode", ["--in-process", "--local"])
+def test_a_run_refuses_a_model_file_that_does_not_load_before_it_starts(
+        tmp_path: Path, mode: str) -> None:
+    """In process, every page would otherwise fail on the file, each with the whole
+    message; with local services, the service's start would."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    broken = tmp_path / "fusion.json"
+    broken.write_text('{"format": "boilerbench-fusion-model"', encoding="utf-8")
+    result = CliRunner().invoke(
+        app, ["run", mode, "--services", "fusion,bte", "--store", str(tmp_path / "s.sqlite"),
+              "--out", str(tmp_path / "out")],
+        env={"BOILERBENCH_FUSION_MODEL": str(broken)}, terminal_width=200)
+    assert result.exit_code == 2, result.output
+    assert f"BOILERBENCH_FUSION_MODEL='{broken}'" in result.output
+    assert "is no fusion model file" in result.output
+    assert not (tmp_path / "out").exists()  # no run was made
