@@ -42,7 +42,8 @@ import time
 from pathlib import Path
 
 import httpx
-from load import REPO, MemorySampler, Stats, StatusError, check, default_page, drive
+from common import REPO, service_name
+from load import MemorySampler, Stats, StatusError, check, default_page, drive
 
 from tests.helpers import overlapping_zip
 from tests.servers import serve_process
@@ -201,7 +202,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=["all", "slowloris", "runs", "bomb"], default="all")
-    parser.add_argument("--service", default="justext")
+    parser.add_argument("--service", type=service_name, default="justext")
     parser.add_argument("--crowd", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=30.0)

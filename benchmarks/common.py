@@ -10,6 +10,7 @@ tests.servers.serve_service, as the tests run it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -32,6 +33,45 @@ def require_dataset(name: str) -> Path:
         raise SystemExit(f"dataset {name!r} not found under {datasets_root()} "
                          "(set BOILERBENCH_DATASETS)")
     return folder
+
+
+def positive_int(text: str) -> int:
+    """An argparse type for a count (pages, rounds, processes, repeats): 0 or less would
+    measure nothing, or as a slice bound every page but some, and report it as measured."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is less than 1")
+    return value
+
+
+def service_list(value: str) -> list[str]:
+    """An argparse type for `a,b` or `all`: the registry's names, an unknown one refused
+    with the names known (rather than a KeyError's traceback once services start)."""
+    from orchestrator.launcher import parse_service_list
+
+    try:
+        return parse_service_list(value)
+    except KeyError as exc:
+        raise argparse.ArgumentTypeError(str(exc.args[0])) from None
+
+
+def service_name(value: str) -> str:
+    """An argparse type for one service of the registry (service_list's check)."""
+    names = service_list(value)
+    if len(names) != 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: name one service")
+    return names[0]
+
+
+def existing_file(text: str) -> Path:
+    """An argparse type for a file read as input: a missing one is refused by name."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    return path
 
 
 def parse_target(target: str) -> tuple[str, dict[str, str]]:

@@ -24,7 +24,7 @@ from statistics import fmean
 from typing import Any
 
 import httpx
-from common import require_dataset
+from common import positive_int, require_dataset
 
 from orchestrator.launcher import stack_with_members
 from orchestrator.scoring import bag_f1
@@ -57,19 +57,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--dataset", default="scrapinghub")
     parser.add_argument("--members", default="all")
     parser.add_argument("--stop", default=None)
-    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--limit", type=positive_int, default=None)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    folder = require_dataset(args.dataset)
-    pages = [load_page(folder, i) for i in page_ids(folder)[:args.limit]]
     model = default_model()
     members = list(model.members) if args.members == "all" else args.members.split(",")
+    if not set(members) <= set(model.members):  # before any service starts
+        parser.error(f"--members names {sorted(set(members) - set(model.members))}, which "
+                     f"the model does not ask; its members: {', '.join(model.members)}")
     frontier = model.metadata["evaluation"]["frontier"]
     last_two = [step["dropped"] for step in frontier[-2:]]
     stop = args.stop.split(",") if args.stop else last_two
     if not set(stop) <= set(members):  # a round that stops nothing would read as one that did
         parser.error(f"--stop names {sorted(set(stop) - set(members))}, which are not among "
                      f"the members started ({', '.join(members)})")
+    folder = require_dataset(args.dataset)
+    pages = [load_page(folder, i) for i in page_ids(folder)[:args.limit]]
     stack = stack_with_members("ensemble", members)
     url = stack.start(timeout=300.0)["ensemble"]
     rounds: dict[str, dict[str, Any]] = {}

@@ -22,16 +22,17 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-import common  # noqa: F401  (puts the repository on sys.path)
 import matplotlib
+from common import existing_file
 
 matplotlib.use("svg")
 import matplotlib.pyplot as plt
 
 from services.ensemble.cache import member_answers
+from services.ensemble.members import TRAINING_MEMBERS
 from services.ensemble.model import DEFAULT_MODEL, read_model
-from services.ensemble.training import LEARNED_MEMBERS, TRAINING_MEMBERS
-from shared.datasets import dataset_dir
+from services.ensemble.training import LEARNED_MEMBERS
+from shared.datasets import dataset_dir, datasets_root
 from shared.tokens import tokenize
 from shared.training import load_page, page_ids, word_f1
 
@@ -73,6 +74,9 @@ def singles_table(datasets: Sequence[str], lodo: dict[str, float]) -> str:
     """Each member alone (in-process, default options, from the cache of their answers
     that training filled) beside the ensemble's leave-one-dataset-out figures."""
     folders = [f for f in (dataset_dir(d) for d in datasets) if f is not None]
+    if not folders:  # no row could be computed, and its mean would fail without a reason
+        raise SystemExit(f"--singles: none of {', '.join(datasets)} found under "
+                         f"{datasets_root()} (set BOILERBENCH_DATASETS)")
     members = (*TRAINING_MEMBERS, *LEARNED_MEMBERS)
     answers = member_answers(folders, members)
     scores: dict[str, dict[str, list[float]]] = {m: {} for m in members}
@@ -125,7 +129,7 @@ def plot(steps: Sequence[dict[str, Any]], default: Sequence[str], path: Path) ->
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
+    parser.add_argument("--model", type=existing_file, default=str(DEFAULT_MODEL))
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--singles", action="store_true",
                         help="Add each member alone per dataset (from the answers' cache; "

@@ -24,9 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import common  # noqa: F401  (puts the repository on sys.path)
 import numpy as np
-from common import command_line, machine, require_dataset, write_results
+from common import command_line, machine, positive_int, require_dataset, write_results
 
 from services.ensemble.model import DEFAULT_MODEL, read_model
 from services.ensemble.training import (
@@ -86,11 +85,19 @@ def markdown(rows: list[tuple[str, dict[str, float]]], kept: Sequence[str], rule
     return "\n".join(lines) + "\n"
 
 
+def at_least_two(text: str) -> int:
+    """An argparse type for --folds: with one fold no page has trees fitted without it."""
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"{value} is less than 2")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--folds", type=at_least_two, default=5)
+    parser.add_argument("--workers", type=positive_int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     # In the order of the training command (README): the seed's draws follow the pages'

@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from common import REPO, command_line, load_note, require_dataset, write_results
+from common import REPO, command_line, load_note, positive_int, require_dataset, write_results
 
 from services.cetd.extractor import weighted_median
 from services.fusion.features import FEATURES, page_features
@@ -45,7 +45,7 @@ def visual_blocks(html: str) -> Units:
     rendered = layout(html)
     width, height = rendered.viewport_width, rendered.viewport_height
     band_left, band_right = width / 4, width * 3 / 4
-    boxes = [rendered.boxes.get(block.path) for block in page.blocks]
+    boxes = [rendered.boxes.get(block.path or "") for block in page.blocks]
     sizes = [(box.font_size, len(block.text)) for box, block in zip(boxes, page.blocks,
                                                                     strict=True)
              if box is not None and box.rendered]
@@ -68,8 +68,9 @@ def visual_blocks(html: str) -> Units:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--datasets", default=",".join(DATASETS))
-    parser.add_argument("--limit", type=int, default=None, help="first N pages per dataset")
-    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--limit", type=positive_int, default=None,
+                        help="first N pages per dataset")
+    parser.add_argument("--processes", type=positive_int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)

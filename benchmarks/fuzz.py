@@ -25,10 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-from common import REPO
+from common import REPO, positive_int, service_list
 from hypothesis import HealthCheck, Phase, given, settings
 
-from orchestrator.launcher import parse_service_list
 from shared.settings import ServiceSettings
 from tests.servers import serve_service
 from tests.test_fuzz import (
@@ -95,8 +94,9 @@ def fuzz_service(name: str, examples: int, seed: int, time_limit: float,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=500, help="requests per service")
-    parser.add_argument("--services", default="all")
+    parser.add_argument("--examples", type=positive_int, default=500,
+                        help="requests per service")
+    parser.add_argument("--services", type=service_list, default="all")
     parser.add_argument("--seed", type=int, default=1, help="0: a random seed")
     parser.add_argument("--time-limit", type=float, default=10.0)
     parser.add_argument("--findings", type=Path, default=REPO / "output" / "fuzz-findings")
@@ -104,7 +104,7 @@ def main() -> int:
     total = 0
     all_findings: list[str] = []
     print(f"{'service':<12} {'requests':>8} {'seconds':>8} {'findings':>8}  replies by status")
-    for name in parse_service_list(args.services):
+    for name in args.services:
         started = time.monotonic()
         count, statuses, findings = fuzz_service(name, args.examples, args.seed,
                                                  args.time_limit, args.findings)

@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import REPO, command_line, load_note, write_results
+from common import REPO, command_line, load_note, positive_int, write_results
 from quality import PageTask, dataset_tasks
 
 from services.cetd.extractor import ALGORITHM
@@ -139,10 +139,10 @@ def markdown(table: dict[str, dict[str, float | int]], command: str, seconds: fl
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--datasets", default=",".join(DATASETS))
-    parser.add_argument("--sample", type=int, default=None,
+    parser.add_argument("--sample", type=positive_int, default=None,
                         help="a fixed random sample of N pages per dataset")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--processes", type=positive_int, default=2)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
     tasks = [task for name in args.datasets.split(",") if name.strip()
@@ -155,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
             if done % 25 == 0 or done == len(tasks):
                 print(f"{done}/{len(tasks)} pages, {time.perf_counter() - start:.0f} s",
                       file=sys.stderr, flush=True)
+        # Workers that end on their own run their exit handlers, which stop the browser
+        # and remove its temporary folders; the pool's terminate() would kill them first.
+        pool.close()
+        pool.join()
     seconds = time.perf_counter() - start
     outcomes.sort(key=lambda o: (o.dataset, o.page_id))
     table = summarize(outcomes)

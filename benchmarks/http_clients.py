@@ -22,12 +22,13 @@ import asyncio
 import datetime
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import httpx
-from common import REPO, command_line, machine, write_results
+from common import REPO, command_line, machine, positive_int, service_name, write_results
 
 from orchestrator.launcher import LocalStack
 from orchestrator.runner import _encode_json, _request_body
@@ -73,7 +74,7 @@ async def with_aiohttp(url: str, bodies: list[bytes], concurrency: int) -> float
         return await cpu_per_request(post, bodies, concurrency)
 
 
-CLIENTS: dict[str, Callable[[str, list[bytes], int], Awaitable[float]]] = {
+CLIENTS: dict[str, Callable[[str, list[bytes], int], Coroutine[Any, Any, float]]] = {
     f"httpx {httpx.__version__}": with_httpx,
     f"aiohttp {aiohttp.__version__}": with_aiohttp,
 }
@@ -96,10 +97,10 @@ async def cpu_per_request(post: Post, bodies: list[bytes], concurrency: int) -> 
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--service", default="resiliparse")
-    parser.add_argument("--pages", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--service", type=service_name, default="resiliparse")
+    parser.add_argument("--pages", type=positive_int, default=100)
+    parser.add_argument("--rounds", type=positive_int, default=3)
+    parser.add_argument("--concurrency", type=positive_int, default=2)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     dataset, bodies = request_bodies(args.pages)

@@ -61,7 +61,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import REPO, command_line, load_note, machine, write_results
+from common import (
+    REPO,
+    command_line,
+    existing_file,
+    load_note,
+    machine,
+    positive_int,
+    write_results,
+)
 from numpy.typing import NDArray
 from quality import PageTask, dataset_tasks
 from scipy import stats
@@ -318,18 +326,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", default="5,10,20,50,200",
                         help="sample sizes (pages), comma-separated")
-    parser.add_argument("--repetitions", type=int, default=4000, help="samples per cell")
-    parser.add_argument("--resamples", type=int, default=2000,
+    parser.add_argument("--repetitions", type=positive_int, default=4000,
+                        help="samples per cell")
+    parser.add_argument("--resamples", type=positive_int, default=2000,
                         help="bootstrap resamples per sample")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--processes", type=int, default=2,
+    parser.add_argument("--processes", type=positive_int, default=2,
                         help="processes that compute the per-page F1")
-    parser.add_argument("--populations", type=Path, default=None,
+    parser.add_argument("--populations", type=existing_file, default=None,
                         help="read the per-page F1 from this results JSON instead")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    if any(n < 2 for n in sizes):
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--sizes {args.sizes!r}: whole numbers, comma-separated")
+    if not sizes or any(n < 2 for n in sizes):
         parser.error("every sample size must be at least 2")
     start, load_start = time.perf_counter(), os.getloadavg()
     if args.populations:

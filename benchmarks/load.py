@@ -31,10 +31,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
-from common import REPO
+from common import REPO, existing_file, positive_int, service_name
 
 from orchestrator.launcher import LocalStack, wait_healthy
 from shared.datasets import dataset_dir
@@ -204,11 +203,11 @@ def load_orchestrator(service: str, service_url: str, page: bytes, clients: int,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--service", default="justext")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--service", type=service_name, default="justext")
+    parser.add_argument("--workers", type=positive_int, default=2)
+    parser.add_argument("--clients", type=positive_int, default=8)
     parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--page", type=Path)
+    parser.add_argument("--page", type=existing_file)
     parser.add_argument("--target", choices=["both", "service", "orchestrator"], default="both")
     args = parser.parse_args()
     page = args.page.read_bytes() if args.page else default_page()

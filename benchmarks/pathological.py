@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 
 import httpx
-from common import REPO
+from common import REPO, service_list
 
-from orchestrator.launcher import parse_service_list
 from shared.settings import ServiceSettings
 from tests.servers import serve_service
 from tests.test_pathological import (
@@ -70,7 +69,7 @@ def run_service(name: str, corpus: list[PathologicalPage], time_limit: float) ->
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--services", default="all")
+    parser.add_argument("--services", type=service_list, default="all")
     parser.add_argument("--time-limit", type=float, default=10.0)
     parser.add_argument("--out", type=Path,
                         default=REPO / "output" / "pathological.md")
@@ -82,7 +81,7 @@ def main() -> int:
               "recovery s |", "|---|---|---|---|---|---|---|---|"]
     print("\n".join(header), flush=True)
     rows: list[str] = []
-    for name in parse_service_list(args.services):
+    for name in args.services:
         rows += run_service(name, corpus, args.time_limit)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(header + rows) + "\n")

@@ -19,10 +19,9 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import common  # noqa: F401  (the repository on sys.path)
+from common import positive_int, require_dataset
 
 from orchestrator.scoring import bag_f1
-from shared.datasets import dataset_dir
 from shared.decoding import NotHTMLError, decode_html
 
 COLUMNS = ("trafilatura", "trafilatura_direct", "trafilatura_shared_parser", "readability",
@@ -61,17 +60,18 @@ def pages(root: Path, limit: int | None) -> list[tuple[Path, Path]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--datasets", default="scrapinghub,cleaneval")
-    parser.add_argument("--limit", type=int, default=None, help="first N pages per dataset")
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--limit", type=positive_int, default=None,
+                        help="first N pages per dataset")
+    parser.add_argument("--jobs", type=positive_int, default=2)
     args = parser.parse_args(argv)
+    # Every dataset up front: a missing one would leave nothing to compare and read as
+    # parity.
+    names = [name.strip() for name in args.datasets.split(",") if name.strip()]
+    roots = {name: require_dataset(name) for name in names}
     worst = 0.0
     print("| dataset | pages | " + " | ".join(COLUMNS) + " | traf. diff |")
     print("|---" * (len(COLUMNS) + 3) + "|")
-    for name in args.datasets.split(","):
-        root = dataset_dir(name)
-        if root is None:
-            print(f"| {name} | dataset not found |")
-            continue
+    for name, root in roots.items():
         todo = pages(root, args.limit)
         with ProcessPoolExecutor(args.jobs) as pool:
             results = [r for r in pool.map(score_page, *zip(*todo, strict=True), chunksize=4)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import REPO, command_line, parse_target, require_dataset, write_results
+from common import REPO, command_line, parse_target, positive_int, require_dataset, write_results
 
 from orchestrator.insample import in_sample, in_sample_pages, trained_pages
 from orchestrator.models import PageResult
@@ -356,8 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--services", default="all")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
-    parser.add_argument("--limit", type=int, default=None, help="first N pages (by id) per dataset")
-    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--limit", type=positive_int, default=None,
+                        help="first N pages (by id) per dataset")
+    parser.add_argument("--processes", type=positive_int, default=2)
     parser.add_argument("--cache", type=Path, default=REPO / "benchmarks" / ".cache" / "quality",
                         help="folder of cached page results (git-ignored)")
     parser.add_argument("--no-cache", action="store_true", help="compute every result")

@@ -16,8 +16,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-import common  # noqa: F401  (the repository on sys.path)
 import numpy as np
+from common import positive_int
 
 from orchestrator.field_metrics import rouge_lsum_f1, shingle_counts
 from orchestrator.scoring import prepare_page, score_extraction
@@ -26,27 +26,34 @@ from shared.datasets import dataset_dir
 from shared.tokens import tokenize
 
 
-def articles(tokens: int) -> list[list[str]]:
-    """Word lists of real gold texts (or synthetic ones) totalling about `tokens` words."""
+def articles(tokens: int) -> tuple[str, list[list[str]]]:
+    """Word lists of real gold texts (or synthetic ones) totalling about `tokens` words,
+    and where they came from, which the output names: the times depend on the text."""
     found: list[list[str]] = []
     total = 0
+    sources: list[str] = []
     for name in ("cleaneval", "scrapinghub"):
         folder = dataset_dir(name)
         if folder is None:
             continue
+        sources.append(name)
         for path in sorted((folder / "content").glob("*.txt")):
             words = path.read_text(encoding="utf-8").split()
             if words:
                 found.append(words)
                 total += len(words)
             if total >= tokens * 0.8:
-                return found
+                return f"gold texts of {', '.join(sources)}", found
+    if total:
+        sources.append("synthetic Zipf words")
+    else:
+        sources = ["synthetic Zipf words (no dataset found)"]
     rng = np.random.default_rng(0)
     while total < tokens * 0.8:
         words = [f"w{int(x)}" for x in rng.zipf(1.3, size=800) % 5000]
         found.append(words)
         total += len(words)
-    return found
+    return " and ".join(sources), found
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:
@@ -60,13 +67,14 @@ def timed(fn: Callable[[], object], repeat: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Scoring speed on a large page.")
-    parser.add_argument("--tokens", type=int, default=20_000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--tokens", type=positive_int, default=20_000)
+    parser.add_argument("--repeat", type=positive_int, default=7)
     args = parser.parse_args(argv)
     nav = ["home", "news", "sport", "weather", "contact", "about", "privacy", "terms", "login",
            "subscribe"]
     paragraphs: list[tuple[str, bool]] = []
-    for words in articles(args.tokens):
+    source, texts = articles(args.tokens)
+    for words in texts:
         paragraphs.append((" ".join(nav), False))
         paragraphs += [(" ".join(words[i:i + 60]), True) for i in range(0, len(words), 60)]
     page_words = sum(len(tokenize(text)) for text, _ in paragraphs)
@@ -88,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ref = prepare_page(html, gold)
     print(f"page tokens {len(ref.page_tokens)}, gold tokens {len(ref.gold_tokens)}, "
-          f"extract tokens {len(tokenize(extract))}")
+          f"extract tokens {len(tokenize(extract))}; text: {source}")
     rows = [
         ("prepare_page (once per page)", lambda: prepare_page(html, gold)),
         ("shingle_counts (article-extraction metric)",

@@ -21,8 +21,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 from common import require_dataset
@@ -37,34 +39,40 @@ WORKERS = 2
 WARM_UP_PAGES = 20
 
 
-def measure(name: str, pages: list[bytes]) -> dict[str, float]:
-    """Tree RSS in MB of service `name` after WARM_UP_PAGES pages and at its peak. A
-    service that asks members (the ensemble) asks them over HTTP, as deployed: they run
-    beside it and only its own tree is measured."""
+def measure(name: str, pages: list[bytes]) -> dict[str, Any]:
+    """Tree RSS in MB of service `name` after WARM_UP_PAGES pages and at its peak, and
+    its replies by status: a service that refuses the pages (rss without a feed) is
+    measured refusing, not extracting, and the row says so. A service that asks members
+    (the ensemble) asks them over HTTP, as deployed: they run beside it and only its own
+    tree is measured."""
     with stack_with_members(name, SERVICES[name].members,
                             {"BOILERBENCH_WORKERS": str(WORKERS)}) as stack:
         url = stack.urls()[name]
         pid = stack.processes[name].process.pid
         peak = after_warm_up = 0
+        replies: Counter[str] = Counter()
         with httpx.Client(timeout=60.0) as client:
             for i, page in enumerate(pages, 1):
-                client.post(f"{url}/extract", content=page,
-                            headers={"content-type": "text/html"})
+                reply = client.post(f"{url}/extract", content=page,
+                                    headers={"content-type": "text/html"})
+                replies[str(reply.status_code)] += 1
                 rss = tree_memory_bytes(pid)
                 peak = max(peak, rss)
-                if i == WARM_UP_PAGES:
+                if i == min(WARM_UP_PAGES, len(pages)):  # a short dataset: its last page
                     after_warm_up = rss
     return {"workers": WORKERS, "pages": len(pages),
             "rss_after_warm_up_mb": round(after_warm_up / 2**20, 1),
-            "peak_rss_mb": round(peak / 2**20, 1)}
+            "peak_rss_mb": round(peak / 2**20, 1), "replies": dict(sorted(replies.items()))}
 
 
 def measure_orchestrator(folder: Path, service: str = "bte") -> dict[str, float]:
     """Tree RSS in MB of the orchestrator API (uvicorn, as its image runs it) through a
     run of one service (running beside it) over a dataset, with the results pages and
     reports it writes."""
+    # A free port: the service's own (8003 for bte) may be taken by a running stack.
     with tempfile.TemporaryDirectory() as data, \
-            LocalStack([service], env={"BOILERBENCH_WORKERS": str(WORKERS)}) as stack:
+            LocalStack([service], ports={service: free_port()},
+                       env={"BOILERBENCH_WORKERS": str(WORKERS)}) as stack:
         port = free_port()
         env = {**os.environ, "BOILERBENCH_MODE": "http", "BOILERBENCH_SERVICES": service,
                "BOILERBENCH_URLS": json.dumps(stack.urls()),
@@ -102,6 +110,11 @@ def main() -> None:
                         help="Folder of service_memory.json and .md (rows of services not "
                         "named are kept from the JSON there).")
     args = parser.parse_args()
+    names = [name.strip() for name in args.services.split(",") if name.strip()]
+    unknown = [name for name in names if name != "orchestrator" and name not in SERVICES]
+    if unknown or not names:
+        parser.error(f"argument --services: unknown {unknown or 'none named'}; known: "
+                     f"{', '.join(SERVICES)}, orchestrator")
     folder = require_dataset(args.dataset)
     pages = [p.read_bytes() for p in sorted((folder / "html").glob("*.html"))]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -112,7 +125,7 @@ def main() -> None:
                    "services") else "") + f"--dataset {args.dataset}")
     machine = (f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
                f"Python {platform.python_version()}")
-    for name in args.services.split(","):
+    for name in names:
         started = time.monotonic()
         figures = measure_orchestrator(folder) if name == "orchestrator" \
             else measure(name, pages)
@@ -136,12 +149,23 @@ def main() -> None:
              f"through a run of bte over the {args.dataset} pages "
              "(bte running beside it). deploy/kubernetes takes its memory requests "
              "and limits from these figures.", "",
-             "| service | pages | RSS after warm-up MB | peak RSS MB | measured | command |",
-             "|---|---:|---:|---:|---|---|"]
-    lines += [f"| {n} | {r['pages']} | {r['rss_after_warm_up_mb']} | {r['peak_rss_mb']} | "
-              f"{r.get('measured', '?')} ({r.get('machine', '?')}) | "
+             "| service | pages | replies by status | RSS after warm-up MB | peak RSS MB "
+             "| measured | command |",
+             "|---|---:|---|---:|---:|---|---|"]
+    lines += [f"| {n} | {r['pages']} | {_replies(r)} | {r['rss_after_warm_up_mb']} | "
+              f"{r['peak_rss_mb']} | {r.get('measured', '?')} ({r.get('machine', '?')}) | "
               f"`{r.get('command', '?')}` |" for n, r in results["services"].items()]
     (args.out / "service_memory.md").write_text("\n".join(lines) + "\n")
+
+
+def _replies(row: dict[str, Any]) -> str:
+    """A row's replies by status ("-" for the orchestrator's, "?" where a row measured
+    before they were counted has none)."""
+    if row.get("workers") == 0:
+        return "-"
+    replies = row.get("replies")
+    return ", ".join(f"{status}: {count}" for status, count in replies.items()) \
+        if replies else "?"
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ from common import (
     command_line,
     machine,
     parse_target,
+    positive_int,
     require_dataset,
     write_results,
 )
@@ -722,8 +723,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", default="scrapinghub,cleaneval")
     parser.add_argument("--services", default="all")
-    parser.add_argument("--limit", type=int, default=None, help="First N pages per dataset.")
-    parser.add_argument("--repeat", type=int, default=1, help="Passes per page (min is kept).")
+    parser.add_argument("--limit", type=positive_int, default=None,
+                        help="First N pages per dataset.")
+    parser.add_argument("--repeat", type=positive_int, default=1,
+                        help="Passes per page (min is kept).")
     parser.add_argument("--no-http", action="store_true", help="Skip the HTTP measurements.")
     parser.add_argument("--pair-peer", action="store_true",
                         help="Time trafilatura.extract alternately with each service, in its "

@@ -52,10 +52,18 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from common import REPO, command_line, machine, require_dataset, write_results
+from common import (
+    REPO,
+    command_line,
+    machine,
+    positive_int,
+    require_dataset,
+    service_list,
+    write_results,
+)
 
 import orchestrator.report  # noqa: F401  (imported before any clock starts)
-from orchestrator.launcher import LocalStack, parse_service_list
+from orchestrator.launcher import LocalStack
 from orchestrator.models import PageResult
 from orchestrator.runner import (
     EmbeddedExtractor,
@@ -401,20 +409,21 @@ def render_markdown(report: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", default="scrapinghub,cleaneval")
-    parser.add_argument("--services", default="all")
-    parser.add_argument("--limit", type=int, default=None, help="First N pages per dataset.")
+    parser.add_argument("--services", type=service_list, default="all")
+    parser.add_argument("--limit", type=positive_int, default=None,
+                        help="First N pages per dataset.")
     parser.add_argument("--modes", default="serial,embedded-1,local")
-    parser.add_argument("--rounds", type=int, default=1,
+    parser.add_argument("--rounds", type=positive_int, default=1,
                         help="Split the pages into this many parts and run every mode on "
                         "each part in turn, so a drift in the machine's speed hits all modes.")
-    parser.add_argument("--concurrency", type=int, default=None,
+    parser.add_argument("--concurrency", type=positive_int, default=None,
                         help="Requests in flight per service in `local` (default: the runner's).")
     parser.add_argument("--probes", type=int, default=3,
                         help="Probes of the machine's two-core scaling before each round.")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
-    services = parse_service_list(args.services)
+    services: list[str] = args.services
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for mode in modes:
         if mode not in MODES:

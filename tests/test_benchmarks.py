@@ -4,11 +4,17 @@ runner's timings account for a real run, and the benchmark's helpers are right."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import re
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 import orjson
@@ -158,7 +164,7 @@ def test_the_ensemble_is_held_to_its_slowest_member_not_to_in_process() -> None:
 def test_paired_floor_is_preferred() -> None:
     """A service's rows carry the lxml floor timed beside it: its ratio uses that floor
     (same pages, same load), not the separate floor run."""
-    in_process = {
+    in_process: dict[str, dict[str, Any]] = {
         "lxml": {"pages": [{"dataset": "d", "id": "0", "ms": 9.0, "cpu_ms": 9.0, "error": None}]},
         "bte": {"pages": [{"dataset": "d", "id": str(i), "ms": c, "cpu_ms": c,
                            "floor_cpu_ms": f, "error": None}
@@ -176,7 +182,8 @@ def test_ensemble_ratio_uses_its_members_asked_beside_it() -> None:
     pages = [(20.0, {"readability": 16.0, "trafilatura": 9.0}),
              (26.0, {"readability": 20.0, "trafilatura": 30.0}),
              (30.0, {"readability": 24.0, "trafilatura": 12.0})]
-    http = {"ensemble": {"pages": [{"dataset": "d", "id": str(i), "ms": ms, "server_ms": ms,
+    http: dict[str, dict[str, Any]] = {
+        "ensemble": {"pages": [{"dataset": "d", "id": str(i), "ms": ms, "server_ms": ms,
                                     "members_ms": members, "error": None}
                                    for i, (ms, members) in enumerate(pages)]},
             "readability": {"pages": [{"dataset": "d", "id": "0", "ms": 5.0, "server_ms": 5.0,
@@ -233,3 +240,163 @@ def test_http_clients_counts_each_clients_cpu_per_request(tmp_path: Path) -> Non
     assert all(len(rounds) == 2 and all(v > 0 for v in rounds) for rounds in figures.values())
     table = (tmp_path / "http_clients.md").read_text()
     assert all(f"| {name} |" in table for name in figures)
+
+
+# The scripts whose --out is a folder (a refusal must not write into the repository's).
+OUT_FOLDER = {"speed.py", "throughput.py", "warc.py", "http_clients.py", "service_memory.py",
+              "quality.py", "ensemble_degraded.py", "ensemble_members.py",
+              "ensemble_protocols.py", "fusion_visual.py", "htd.py", "interval_coverage.py"}
+
+
+# A bad argument of each script: (script, arguments, what the one-line refusal says).
+# Each runs with an empty datasets folder, so that a script that took the argument
+# would stop at its first dataset instead of measuring.
+BAD_INPUT = [
+    ("speed.py", ["--limit", "0"], "less than 1"),
+    ("speed.py", ["--repeat", "0"], "less than 1"),
+    ("throughput.py", ["--services", "nope"], "unknown service 'nope'"),
+    ("throughput.py", ["--rounds", "0", "--services", "bte", "--modes", "serial",
+                       "--probes", "0"], "less than 1"),
+    ("warc.py", ["--services", "nope"], "unknown service 'nope'"),
+    ("warc.py", ["--records", "5"], "less than 10"),
+    ("warc.py", ["--rounds", "0"], "less than 1"),
+    ("http_clients.py", ["--service", "nope", "--pages", "2"], "unknown service 'nope'"),
+    ("http_clients.py", ["--pages", "0", "--service", "bte", "--rounds", "1"], "less than 1"),
+    ("service_memory.py", ["--services", "bte,nope"], "unknown ['nope']"),
+    ("quality.py", ["--limit", "0"], "less than 1"),
+    ("quality.py", ["--processes", "0"], "less than 1"),
+    ("ensemble_degraded.py", ["--members", "nope"], "which the model does not ask"),
+    ("ensemble_degraded.py", ["--limit", "0"], "less than 1"),
+    ("ensemble_members.py", ["--model", "/nonexistent/ensemble.json"], "no such file"),
+    ("ensemble_members.py", ["--singles"], "--singles: none of"),
+    ("ensemble_protocols.py", ["--folds", "1"], "less than 2"),
+    ("fusion_visual.py", ["--limit", "0"], "less than 1"),
+    ("htd.py", ["--sample", "0"], "less than 1"),
+    ("interval_coverage.py", ["--populations", "/nonexistent/coverage.json"], "no such file"),
+    ("interval_coverage.py", ["--repetitions", "0"], "less than 1"),
+    ("interval_coverage.py", ["--sizes", "5,x"], "whole numbers"),
+    ("load.py", ["--service", "nope"], "unknown service 'nope'"),
+    ("load.py", ["--page", "/nonexistent/page.html"], "no such file"),
+    ("pathological.py", ["--services", "nope"], "unknown service 'nope'"),
+    ("fuzz.py", ["--services", "nope"], "unknown service 'nope'"),
+    ("abuse.py", ["--service", "nope"], "unknown service 'nope'"),
+    ("scoring_speed.py", ["--repeat", "0"], "less than 1"),
+    ("peer_parity.py", ["--datasets", "nope"], "dataset 'nope' not found"),
+]
+
+
+@pytest.mark.parametrize(("script", "arguments", "message"), BAD_INPUT,
+                         ids=[f"{s} {' '.join(a)}" for s, a, _ in BAD_INPUT])
+def test_a_bad_argument_is_refused_in_one_line(script: str, arguments: list[str],
+                                               message: str, tmp_path: Path) -> None:
+    """An unknown service, a missing file or dataset, or a count that would measure
+    nothing (or every page but some) ends the script before it measures anything, with
+    a non-zero status and a line that says why, not a traceback or a figure of nothing."""
+    empty = tmp_path / "datasets"
+    empty.mkdir()
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), *arguments,
+         *(["--out", str(tmp_path / "out")] if script in OUT_FOLDER else [])],
+        cwd=REPO, env={**os.environ, "BOILERBENCH_DATASETS": str(empty)},
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode != 0, done.stdout[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert message in done.stderr.strip().splitlines()[-1], done.stderr[-2000:]
+
+
+def test_htd_leaves_no_browser_folders(scrapinghub: Path, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool's processes stop their browsers and remove their temporary folders (the
+    browser's own, its profile and socket folders) before the benchmark ends."""
+    from shared.layout import browser_problem
+
+    problem = browser_problem()
+    if problem:
+        pytest.skip(problem)
+    import htd
+
+    # A short path: the browser's socket in it must fit a socket's 107 bytes.
+    scratch = Path(tempfile.mkdtemp(prefix="bb-htd-"))
+    try:
+        monkeypatch.setenv("TMPDIR", str(scratch))  # the spawned pool's temporary folder
+        htd.main(["--datasets", "scrapinghub", "--sample", "1", "--processes", "1",
+                  "--out", str(tmp_path / "out")])
+        assert (tmp_path / "out" / "htd.md").is_file()
+        assert sorted(path.name for path in scratch.iterdir()) == []
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_service_memory_rows_say_how_the_service_answered() -> None:
+    """A row counts the replies by status, so that a service measured refusing every page
+    (rss without a feed) is not read as one measured extracting; with fewer pages than
+    the warm-up, the figure after warm-up is the last page's, not 0."""
+    import service_memory
+
+    pages = [path.read_bytes() for path in sorted((SAMPLE / "html").glob("*.html"))[:2]]
+    bte = service_memory.measure("bte", pages)
+    assert bte["replies"] == {"200": 2}
+    assert bte["rss_after_warm_up_mb"] > 0
+    assert service_memory.measure("rss", pages)["replies"] == {"422": 2}
+    assert service_memory._replies(bte) == "200: 2"
+    assert service_memory._replies({"workers": 2, "pages": 181}) == "?"  # measured before
+
+
+def test_scoring_speed_names_the_text_it_timed(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Without the datasets the page is synthetic words, which score at another speed
+    than real text: the output says which it timed."""
+    import scoring_speed
+
+    monkeypatch.setenv("BOILERBENCH_DATASETS", str(tmp_path))
+    assert scoring_speed.main(["--tokens", "300", "--repeat", "1"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "text: synthetic Zipf words (no dataset found)" in first
+
+
+def documented_benchmark_commands() -> list[tuple[str, str, list[str]]]:
+    """(file, script, arguments) of every `python benchmarks/<name>.py ...` quoted in the
+    results files, README, CONTRIBUTING and docs/ (a quote wrapped over lines joined)."""
+    documents = [*sorted((REPO / "benchmarks" / "results").glob("*.md")), REPO / "README.md",
+                 REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
+    found = []
+    for path in documents:
+        for quoted in re.findall(r"`([^`]+)`", path.read_text(encoding="utf-8")):
+            words = quoted.split()
+            if words[:1] == ["python"] and len(words) > 1 \
+                    and re.fullmatch(r"benchmarks/\w+\.py", words[1]):
+                found.append((path.name, words[1], words[2:]))
+    return found
+
+
+def test_documented_benchmark_commands_and_options_exist() -> None:
+    """A recorded figure names the command that made it: the script must still exist
+    and take every option the command gives it (a renamed option is a stale record)."""
+    commands = documented_benchmark_commands()
+    assert len(commands) > 20
+    options: dict[str, set[str]] = {}
+    for source, script, arguments in commands:
+        assert (REPO / script).is_file(), f"{source}: no such script: {script}"
+        if script not in options:
+            shown = subprocess.run([sys.executable, str(REPO / script), "--help"], cwd=REPO,
+                                   capture_output=True, text=True, timeout=120, check=True)
+            options[script] = set(re.findall(r"--[a-z][a-z-]*", shown.stdout))
+        for word in arguments:
+            if word.startswith("--"):
+                assert word.split("=")[0] in options[script], \
+                    f"{source}: {script} has no {word}: {' '.join(arguments)}"
+
+
+def test_service_memory_orchestrator_row_runs_beside_a_stack() -> None:
+    """The orchestrator's row starts its bte on a free port: bte's own (8003) is held
+    while `boilerbench up` runs, and the row must still be measured."""
+    import service_memory
+
+    with socket.socket() as held:  # bte's port, as a running stack holds it
+        with contextlib.suppress(OSError):  # already held by one: the same case
+            held.bind(("127.0.0.1", 8003))
+            held.listen()
+        row = service_memory.measure_orchestrator(SAMPLE)
+    assert row["pages"] == len(list((SAMPLE / "html").glob("*.html")))
+    assert row["peak_rss_mb"] >= row["rss_after_warm_up_mb"] > 0

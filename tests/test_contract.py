@@ -351,16 +351,20 @@ def test_time_limit_kills_the_worker_and_the_service_recovers() -> None:
         assert not pids_after & pids_before, "the timed-out worker was replaced"
 
 
-@pytest.mark.parametrize("name", sorted(SERVICES))
+def _options_of_types(name: str, types: set[type]) -> list[str]:
+    """The options of service `name` that take a value of one of `types`."""
+    fields = SERVICES[name].algorithm().options_model.model_fields
+    return [field for field, info in fields.items()
+            if types & (set(get_args(info.annotation)) or {info.annotation})]
+
+
+@pytest.mark.parametrize("name", [name for name in sorted(SERVICES)
+                                  if _options_of_types(name, {int, float})])
 def test_numeric_options_refuse_booleans_and_take_query_strings(name: str) -> None:
     """JSON true is no number (pydantic's lax mode would read it as 1), while a query
     string's digits still are one."""
     options_model = SERVICES[name].algorithm().options_model
-    numeric = {field: info.annotation for field, info in options_model.model_fields.items()
-               if {int, float} & (set(get_args(info.annotation)) or {info.annotation})}
-    if not numeric:
-        pytest.skip(f"{name} has no numeric option")
-    for field in numeric:
+    for field in _options_of_types(name, {int, float}):
         with pytest.raises(ValidationError, match="not a boolean"):
             options_model.model_validate({field: True})
         default = options_model.model_fields[field].default
@@ -463,16 +467,13 @@ def test_the_options_schema_takes_what_the_service_takes(name: str) -> None:
     assert not disagreements, disagreements
 
 
-@pytest.mark.parametrize("name", sorted(SERVICES))
+@pytest.mark.parametrize("name", [name for name in sorted(SERVICES)
+                                  if _options_of_types(name, {float})])
 def test_numeric_options_refuse_infinity_and_nan(name: str) -> None:
     """A query string can spell inf and nan, which no JSON number is: an option refuses
     them, naming itself, rather than taking a number its schema cannot state."""
     options_model = SERVICES[name].algorithm().options_model
-    numbers = [field for field, info in options_model.model_fields.items()
-               if float in (set(get_args(info.annotation)) or {info.annotation})]
-    if not numbers:
-        pytest.skip(f"{name} has no option that takes a fraction")
-    for field in numbers:
+    for field in _options_of_types(name, {float}):
         for text in ("inf", "-inf", "nan"):
             with pytest.raises(ValidationError) as refused:
                 options_model.model_validate({field: text})
