@@ -173,8 +173,11 @@ class PortLocks:
     ports and starts its services there, so two starts on one port cannot both pass the
     check. Any process of this user's on this machine sees them (flock on
     port_lock_folder()/PORT.lock); the kernel releases them when the process ends,
-    so a killed start leaves no stale lock. Where no lock file can be made (a temporary
-    folder that is read-only, or not this user's), the port is checked without one."""
+    so a killed start leaves no stale lock. A release removes the lock's file while it
+    still holds the lock, and a take keeps a lock only on the file its path names
+    still: one opened before its holder removed it is tried again. Where no lock file
+    can be made (a temporary folder that is read-only, or not this user's), the port
+    is checked without one."""
 
     def __init__(self, folder: Path | None = None) -> None:
         self.folder = folder or port_lock_folder()
@@ -189,21 +192,33 @@ class PortLocks:
             folder = self.folder.lstat()
             if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.getuid():
                 return True  # not ours to trust: the port check alone
-            fd = os.open(self.folder / f"{port}.lock",
-                         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError:
             return True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
+        path = self.folder / f"{port}.lock"
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             0o600)
+            except OSError:
+                return True
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if os.fstat(fd).st_ino == os.stat(path, follow_symlinks=False).st_ino:
+                    self._held[port] = fd
+                    return True
+            except FileNotFoundError:
+                pass  # removed by its holder since it was opened: try the path again
+            except OSError as exc:
+                os.close(fd)
+                return exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN)
             os.close(fd)
-            return exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN)
-        self._held[port] = fd
-        return True
 
     def release(self) -> None:
-        """Give every lock up (closing the file releases its flock)."""
-        for fd in self._held.values():
+        """Give every lock up: its file removed while the lock is held, then closed
+        (which releases the flock)."""
+        for port, fd in self._held.items():
+            with contextlib.suppress(OSError):
+                os.unlink(self.folder / f"{port}.lock")
             os.close(fd)
         self._held.clear()
 

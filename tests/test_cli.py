@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import http.server
 import itertools
 import json
@@ -142,6 +143,23 @@ def test_a_port_another_start_holds_fails_before_anything_starts() -> None:
         assert not stack.processes
     with PortLocks() as later:  # given up: free for the next start
         assert later.take(port)
+
+
+def test_port_locks_leave_no_files_and_hold_across_a_release(tmp_path: Path) -> None:
+    """A lock's file goes with its lock (the temporary folder kept one per port ever
+    used), and a start that opened the file before its holder removed it does not take
+    the removed file's lock for the port's."""
+    port = free_port()
+    with PortLocks(tmp_path) as first:
+        assert first.take(port)
+        stale = os.open(tmp_path / f"{port}.lock", os.O_RDWR)  # opened while held
+    assert list(tmp_path.iterdir()) == []
+    with PortLocks(tmp_path) as second, PortLocks(tmp_path) as third:
+        assert second.take(port)
+        fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the old file's lock is free
+        assert not third.take(port)  # the port's is not
+    os.close(stale)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_host_no_server_could_listen_on_is_not_called_a_taken_port() -> None:
