@@ -1,6 +1,6 @@
 """What the benchmark scripts share: the repository on sys.path, where a dataset is,
-the machine and command a figure was measured with, a target's service and options,
-and where results are written.
+its pages, the machine and command a figure was measured with, a target's service and
+options (rss's a feed per page, as no dataset has feeds), and where results are written.
 
 Scripts run as `python benchmarks/<name>.py`, which puts benchmarks/ on sys.path, so
 `import common` (first, before the project's imports) finds this module, and this
@@ -16,14 +16,29 @@ import os
 import platform
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from shared.datasets import dataset_dir, datasets_root  # noqa: E402
+
+FEED_WORDS = 60
+
+
+@dataclass(frozen=True)
+class PageRef:
+    """A dataset's page by path (read when sent), and its gold text, for rss's feed."""
+
+    dataset: str
+    page_id: str
+    html_path: str
+    gold_path: str
+    url: str | None
 
 
 def require_dataset(name: str) -> Path:
@@ -33,6 +48,27 @@ def require_dataset(name: str) -> Path:
         raise SystemExit(f"dataset {name!r} not found under {datasets_root()} "
                          "(set BOILERBENCH_DATASETS)")
     return folder
+
+
+def load_pages(datasets: Sequence[str], limit: int | None) -> list[PageRef]:
+    """Every page of the datasets (the first `limit` of each), with its URL from the
+    dataset's index.tsv where it has one."""
+    pages: list[PageRef] = []
+    for name in datasets:
+        folder = require_dataset(name)
+        urls: dict[str, str] = {}
+        index = folder / "index.tsv"
+        if index.exists():
+            for line in index.read_text(encoding="utf-8").splitlines()[1:]:
+                fields = line.split("\t")
+                if len(fields) > 1 and fields[1].strip():
+                    urls[fields[0]] = fields[1].strip()
+        ids = sorted(p.stem for p in (folder / "html").glob("*.html"))
+        if limit:
+            ids = ids[:limit]
+        pages += [PageRef(name, i, str(folder / "html" / f"{i}.html"),
+                          str(folder / "content" / f"{i}.txt"), urls.get(i)) for i in ids]
+    return pages
 
 
 def positive_int(text: str) -> int:
@@ -86,6 +122,31 @@ def parse_target(target: str) -> tuple[str, dict[str, str]]:
             raise SystemExit(f"{target!r}: {pair!r} is not key=value")
         options[key.strip()] = value.strip()
     return name.strip(), options
+
+
+def rss_feed(page: PageRef) -> str:
+    """A one-item RSS feed for a page: its URL as link, its gold text's start as summary."""
+    words = Path(page.gold_path).read_text(encoding="utf-8").split()[:FEED_WORDS]
+    link = page.url or f"https://example.org/{page.page_id}"
+    return (
+        '<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>feed</title>'
+        f"<item><title>{escape(page.page_id)}</title><link>{escape(link)}</link>"
+        f"<description>{escape(' '.join(words))}</description></item></channel></rss>"
+    )
+
+
+def page_options(target: str, page: PageRef) -> tuple[dict[str, str], str | None]:
+    """The options and URL a target gets for one page: rss its page's feed (without one
+    it refuses the page, and would be measured refusing)."""
+    name, options = parse_target(target)
+    if name == "rss":
+        return {**options, "feed": rss_feed(page)}, page.url or f"https://example.org/{page.page_id}"
+    return options, None
+
+
+def query_params(options: dict[str, str], url: str | None) -> dict[str, str]:
+    """A request's query: the options, and the page's URL where it has one."""
+    return {**options, **({"url": url} if url else {})}
 
 
 def machine() -> dict[str, Any]:

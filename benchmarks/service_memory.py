@@ -8,7 +8,9 @@ as many as in the Kubernetes manifests). The Kubernetes manifests
     python benchmarks/service_memory.py [--services bte,cetd] [--dataset scrapinghub]
 
 Writes benchmarks/results/service_memory.json and .md (services not named keep their
-earlier figures).
+earlier figures; the JSON's "notes", paragraphs about earlier rows, are kept and written
+above the table). rss gets each page's feed as speed.py builds it (common.rss_feed): the
+datasets have none, and without one rss refuses every page.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-from common import require_dataset
+from common import PageRef, load_pages, page_options, query_params, require_dataset
 
 from orchestrator.kubernetes import SCORING_PROCESSES
 from orchestrator.launcher import LocalStack, free_port, stack_with_members, wait_healthy
@@ -39,10 +42,11 @@ WORKERS = 2
 WARM_UP_PAGES = 20
 
 
-def measure(name: str, pages: list[bytes]) -> dict[str, Any]:
+def measure(name: str, pages: Sequence[PageRef]) -> dict[str, Any]:
     """Tree RSS in MB of service `name` after WARM_UP_PAGES pages and at its peak, and
-    its replies by status: a service that refuses the pages (rss without a feed) is
-    measured refusing, not extracting, and the row says so. A service that asks members
+    its replies by status: a service that refuses the pages is measured refusing, not
+    extracting, and the row says so. Each page goes with the options and URL speed.py
+    gives it (rss: the page's feed). A service that asks members
     (the ensemble) asks them over HTTP, as deployed: they run beside it and only its own
     tree is measured."""
     with stack_with_members(name, SERVICES[name].members,
@@ -53,7 +57,8 @@ def measure(name: str, pages: list[bytes]) -> dict[str, Any]:
         replies: Counter[str] = Counter()
         with httpx.Client(timeout=60.0) as client:
             for i, page in enumerate(pages, 1):
-                reply = client.post(f"{url}/extract", content=page,
+                reply = client.post(f"{url}/extract", content=Path(page.html_path).read_bytes(),
+                                    params=query_params(*page_options(name, page)),
                                     headers={"content-type": "text/html"})
                 replies[str(reply.status_code)] += 1
                 rss = tree_memory_bytes(pid)
@@ -116,7 +121,7 @@ def main() -> None:
         parser.error(f"argument --services: unknown {unknown or 'none named'}; known: "
                      f"{', '.join(SERVICES)}, orchestrator")
     folder = require_dataset(args.dataset)
-    pages = [p.read_bytes() for p in sorted((folder / "html").glob("*.html"))]
+    pages = load_pages([args.dataset], None)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "service_memory.json"
     results = json.loads(path.read_text()) if path.exists() else {"services": {}}
@@ -144,11 +149,13 @@ def main() -> None:
              "a run keep their earlier measurement).", "",
              f"The process tree's resident set (uvicorn + {WORKERS} extraction workers) "
              f"after {WARM_UP_PAGES} pages and its peak over all {args.dataset} pages, "
-             "sent one at a time as text/html; the orchestrator's row: its API process "
+             "sent one at a time as text/html (rss with a one-item feed per page, as "
+             "benchmarks/speed.py gives it); the orchestrator's row: its API process "
              f"idle, and at its peak with its {SCORING_PROCESSES} scoring processes "
              f"through a run of bte over the {args.dataset} pages "
              "(bte running beside it). deploy/kubernetes takes its memory requests "
              "and limits from these figures.", "",
+             *(line for note in results.get("notes", []) for line in (note, "")),
              "| service | pages | replies by status | RSS after warm-up MB | peak RSS MB "
              "| measured | command |",
              "|---|---:|---|---:|---:|---|---|"]

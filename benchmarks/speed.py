@@ -32,8 +32,8 @@ service's process tree (HTTP: uvicorn and its extraction workers). With --pair-p
 each service's subprocess also times trafilatura.extract on every page right after the
 service (same process, same page, alternating), and `x_trafilatura` is the ratio of
 those paired CPU medians: on a machine loaded by others, the only fair ratio. The datasets
-have no feeds, so rss gets a one-item feed per page: the page's URL as the item's
-link and the first 60 words of its gold text as the item's summary.
+have no feeds, so rss gets a one-item feed per page (common.rss_feed): the page's URL
+as the item's link and the first 60 words of its gold text as the item's summary.
 
 Writes speed.json (every page's times) and speed.md (the tables and the speed
 targets checked) into --out, with the date and the machine.
@@ -54,20 +54,21 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
-from xml.sax.saxutils import escape
 
 import orjson
 from common import (
     REPO,
+    PageRef,
     command_line,
+    load_pages,
     machine,
+    page_options,
     parse_target,
     positive_int,
-    require_dataset,
+    query_params,
     write_results,
 )
 from lxml import etree
@@ -80,17 +81,7 @@ if TYPE_CHECKING:
 FLOORS = ("decode", "lxml", "parse_html")
 PEER = "trafilatura.extract"
 DENSITY_MODES = ("fixed", "mean", "gaussian", "learned")
-FEED_WORDS = 60
 WARM_UP_PAGES = 3
-
-
-@dataclass(frozen=True)
-class PageRef:
-    dataset: str
-    page_id: str
-    html_path: str
-    gold_path: str
-    url: str | None
 
 
 # ---------------------------------------------------------------------------------------
@@ -112,25 +103,6 @@ def expand_services(value: str) -> list[str]:
         if parse_target(target)[0] not in SERVICES:
             raise SystemExit(f"unknown service in {target!r}; known: {', '.join(SERVICES)}")
     return targets
-
-
-def rss_feed(page: PageRef) -> str:
-    """A one-item RSS feed for a page: its URL as link, its gold text's start as summary."""
-    words = Path(page.gold_path).read_text(encoding="utf-8").split()[:FEED_WORDS]
-    link = page.url or f"https://example.org/{page.page_id}"
-    return (
-        '<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>feed</title>'
-        f"<item><title>{escape(page.page_id)}</title><link>{escape(link)}</link>"
-        f"<description>{escape(' '.join(words))}</description></item></channel></rss>"
-    )
-
-
-def page_options(target: str, page: PageRef) -> tuple[dict[str, str], str | None]:
-    """The options and URL a target gets for one page."""
-    name, options = parse_target(target)
-    if name == "rss":
-        return {**options, "feed": rss_feed(page)}, page.url or f"https://example.org/{page.page_id}"
-    return options, None
 
 
 # ---------------------------------------------------------------------------------------
@@ -367,7 +339,7 @@ def measure_http(target: str, pages: Sequence[PageRef], repeat: int = 1) -> dict
             blobs = [Path(p.html_path).read_bytes() for p in pages]
             for page, data in list(zip(pages, blobs, strict=True))[:WARM_UP_PAGES]:
                 options, page_url = page_options(target, page)
-                client.post("/extract", data, _params(options, page_url))
+                client.post("/extract", data, query_params(options, page_url))
             # The ensemble's members are its cost too: every service of the stack counts.
             pids = [service.process.pid for service in stack.processes.values()]
             cpu_before = sum(map(_tree_cpu_s, pids)) + time.process_time()
@@ -375,7 +347,7 @@ def measure_http(target: str, pages: Sequence[PageRef], repeat: int = 1) -> dict
             asking_members_s = 0.0  # this client's CPU for asking the members
             for page, data in zip(pages, blobs, strict=True):
                 options, page_url = page_options(target, page)
-                params = _params(options, page_url)
+                params = query_params(options, page_url)
                 paired = elapsed = float("inf")
                 member_ms = dict.fromkeys(members, float("inf"))
                 for _ in range(repeat):
@@ -389,7 +361,7 @@ def measure_http(target: str, pages: Sequence[PageRef], repeat: int = 1) -> dict
                         member_cpu_s -= _tree_cpu_s(stack.processes[member].process.pid)
                         start = time.perf_counter()
                         member_client.post("/extract", data,
-                                           _params(member_options(member), page_url))
+                                           query_params(member_options(member), page_url))
                         member_ms[member] = min(member_ms[member],
                                                 (time.perf_counter() - start) * 1000)
                         member_cpu_s += _tree_cpu_s(stack.processes[member].process.pid)
@@ -440,10 +412,6 @@ def _tree_cpu_s(pid: int) -> float:
     from tests.processes import process_cpu_s, process_tree
 
     return sum(map(process_cpu_s, process_tree(pid)))
-
-
-def _params(options: dict[str, str], url: str | None) -> dict[str, str]:
-    return {**options, **({"url": url} if url else {})}
 
 
 # ---------------------------------------------------------------------------------------
@@ -681,25 +649,6 @@ def render_markdown(report: dict[str, Any]) -> str:
                   report["failures"].items()]
         lines.append("")
     return "\n".join(lines)
-
-
-def load_pages(datasets: Sequence[str], limit: int | None) -> list[PageRef]:
-    pages: list[PageRef] = []
-    for name in datasets:
-        folder = require_dataset(name)
-        urls: dict[str, str] = {}
-        index = folder / "index.tsv"
-        if index.exists():
-            for line in index.read_text(encoding="utf-8").splitlines()[1:]:
-                fields = line.split("\t")
-                if len(fields) > 1 and fields[1].strip():
-                    urls[fields[0]] = fields[1].strip()
-        ids = sorted(p.stem for p in (folder / "html").glob("*.html"))
-        if limit:
-            ids = ids[:limit]
-        pages += [PageRef(name, i, str(folder / "html" / f"{i}.html"),
-                          str(folder / "content" / f"{i}.txt"), urls.get(i)) for i in ids]
-    return pages
 
 
 def measure_each(targets: Sequence[str], how: str, failures: dict[str, str],

@@ -108,12 +108,12 @@ def test_speed_targets_and_options() -> None:
 def test_rss_feed_is_valid_xml_with_the_page_link(tmp_path: Path) -> None:
     gold = tmp_path / "p.txt"
     gold.write_text("Fish & <chips> " + "word " * 100, encoding="utf-8")
-    page = speed.PageRef("d", "p", str(tmp_path / "p.html"), str(gold), "https://x.org/a?b=1&c=2")
-    item = ElementTree.fromstring(speed.rss_feed(page)).find("channel/item")
+    page = common.PageRef("d", "p", str(tmp_path / "p.html"), str(gold), "https://x.org/a?b=1&c=2")
+    item = ElementTree.fromstring(common.rss_feed(page)).find("channel/item")
     assert item is not None
     assert item.findtext("link") == "https://x.org/a?b=1&c=2"
     assert (item.findtext("description") or "").split() == ["Fish", "&", "<chips>"] + [
-        "word"] * (speed.FEED_WORDS - 3)
+        "word"] * (common.FEED_WORDS - 3)
 
 
 def test_summary_ratios_and_target_rules() -> None:
@@ -329,15 +329,18 @@ def test_htd_leaves_no_browser_folders(scrapinghub: Path, tmp_path: Path,
 
 def test_service_memory_rows_say_how_the_service_answered() -> None:
     """A row counts the replies by status, so that a service measured refusing every page
-    (rss without a feed) is not read as one measured extracting; with fewer pages than
-    the warm-up, the figure after warm-up is the last page's, not 0."""
+    is not read as one measured extracting; rss gets each page's feed, as in speed.py
+    (without one it answers 422, and its row would measure refusals); with fewer pages
+    than the warm-up, the figure after warm-up is the last page's, not 0."""
     import service_memory
 
-    pages = [path.read_bytes() for path in sorted((SAMPLE / "html").glob("*.html"))[:2]]
+    pages = [common.PageRef("sample", path.stem, str(path),
+                            str(SAMPLE / "content" / f"{path.stem}.txt"), None)
+             for path in sorted((SAMPLE / "html").glob("*.html"))[:2]]
     bte = service_memory.measure("bte", pages)
     assert bte["replies"] == {"200": 2}
     assert bte["rss_after_warm_up_mb"] > 0
-    assert service_memory.measure("rss", pages)["replies"] == {"422": 2}
+    assert service_memory.measure("rss", pages)["replies"] == {"200": 2}
     assert service_memory._replies(bte) == "200: 2"
     assert service_memory._replies({"workers": 2, "pages": 181}) == "?"  # measured before
 

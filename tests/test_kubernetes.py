@@ -212,7 +212,7 @@ def test_memory_comes_from_the_measured_figures() -> None:
             assert limit < peak + browsers, name
 
 
-def _edit(name: str, change: Callable[[list[dict[str, Any]]], None]
+def _edit(name: str, change: Callable[[list[dict[str, Any]]], object]
           ) -> Callable[[Path], None]:
     def apply(base: Path) -> None:
         path = base / name
