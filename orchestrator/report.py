@@ -46,6 +46,8 @@ GoldLookup = Callable[[str, str], str | None]
 DETAIL_PAGES = 10
 """Pages per row shown with their gold and extract side by side (the worst ones)."""
 SIGNIFICANCE = 0.05
+ERROR_ROWS = 200
+"""Errors listed in report.html (pages.csv has every one)."""
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")
@@ -285,7 +287,8 @@ def _latex(text: str) -> str:
 
 def latex_table(header: list[str], rows: list[list[str]], caption: str, label: str) -> str:
     """A booktabs table (\\usepackage{booktabs})."""
-    spec = "l" * min(4, len(header)) + "r" * max(0, len(header) - 4)
+    numeric = numeric_columns(header)
+    spec = "".join("r" if i in numeric else "l" for i in range(len(header)))
     lines = [r"\begin{table}", r"\centering", rf"\caption{{{_latex(caption)}}}",
              rf"\label{{{label}}}", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
              " & ".join(_latex(h) for h in header) + r" \\", r"\midrule"]
@@ -362,9 +365,18 @@ def _md_code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+_TEXT_COLUMNS = frozenset({"", "row", "dataset", "flags", "A", "B", "note", "service", "page",
+                           "reason", "errors, skips and empty answers by reason"})
+
+
+def numeric_columns(header: list[str]) -> set[int]:
+    """The columns set right-aligned in every table: all but those of names and reasons,
+    which read as text and would otherwise sit flush right beside the figures."""
+    return {i for i, h in enumerate(header) if h not in _TEXT_COLUMNS}
+
+
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    numeric = {i for i, h in enumerate(header) if h not in ("row", "dataset", "flags", "A", "B",
-                                                              "note", "")}
+    numeric = numeric_columns(header)
     return ["| " + " | ".join(header) + " |",
             "|" + "|".join("---:" if i in numeric else "---" for i in range(len(header))) + "|",
             *["| " + " | ".join(_md(c) for c in cells) + " |" for cells in rows]]
@@ -551,6 +563,13 @@ def precision_recall_svg(series: list[tuple[str, list[tuple[float, float]], Metr
         ly = top + 10 + 20 * i
         parts.append(f'<circle cx="{x1 + 20}" cy="{ly}" r="6" fill="{colour}"/>')
         parts.append(f'<text x="{x1 + 32}" y="{ly + 4}" font-size="12">{escape(name)}</text>')
+    # The key to the two marker sizes: without it a row's mean reads as one more page.
+    ly = top + 10 + 20 * len(series) + 10
+    parts.append(f'<circle cx="{x1 + 20}" cy="{ly}" r="2.5" fill="#777"/>')
+    parts.append(f'<text x="{x1 + 32}" y="{ly + 4}" font-size="12">a page</text>')
+    parts.append(f'<circle cx="{x1 + 20}" cy="{ly + 20}" r="7" fill="#777" stroke="#000" '
+                 'stroke-width="1.5"/>')
+    parts.append(f'<text x="{x1 + 32}" y="{ly + 24}" font-size="12">the row\'s mean</text>')
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -562,7 +581,8 @@ def dataset_bars_svg(datasets: list[str], services: list[str],
     width, height, left, right, top, bottom = 900, 380, 70, 170, 30, 70
     x0, x1, y0, y1 = left, width - right, height - bottom, top
     parts = _svg_open("plot-dataset-bars", width, height, "Mean word F1 per dataset",
-                      "Mean word F1 per dataset (lines: 95% interval)", (x0 + x1) / 2)
+                      "Mean word F1 per dataset (lines: bootstrap-t 95% interval; "
+                      "(t): Student's t)", (x0 + x1) / 2)
     parts += _y_axis(y0, y1, x0, "mean word F1")
     parts.append(f'<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="#333"/>')
     group_w = (x1 - x0) / max(1, len(datasets))
@@ -593,6 +613,10 @@ def dataset_bars_svg(datasets: list[str], services: list[str],
                 cx = bx + bar_w * 0.45
                 parts.append(f'<line class="ci" x1="{cx:.1f}" y1="{py(metric.ci_low):.1f}" '
                              f'x2="{cx:.1f}" y2="{py(metric.ci_high):.1f}" stroke="#000"/>')
+                if metric.interval == "t":  # marked where it shows, as in the tables
+                    parts.append(f'<text class="t-mark" x="{cx:.1f}" '
+                                 f'y="{py(metric.ci_high) - 4:.1f}" text-anchor="middle" '
+                                 'font-size="11">(t)</text>')
     for s, service in enumerate(services):
         ly = top + 10 + 20 * s
         parts.append(f'<rect x="{x1 + 14}" y="{ly - 6}" width="12" height="12" '
@@ -610,26 +634,33 @@ table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; }
 th { background: #f0f0f0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
-svg.plot { display: block; margin: 1.5em 0; border: 1px solid #ddd; }
+svg.plot { display: block; margin: 1.5em 0; border: 1px solid #ddd; max-width: 100%;
+  height: auto; }
 .note { color: #555; font-size: 13px; }
-.pages { max-height: 24em; overflow-y: auto; display: inline-block; }
+.scroll { overflow-x: auto; max-width: 100%; }
+.pages { max-height: 24em; overflow: auto; display: inline-block; max-width: 100%; }
 .side { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }
 .side > div { border: 1px solid #ccc; padding: 0.5em; max-height: 30em; overflow-y: auto;
   font-size: 13px; line-height: 1.5; }
 del.missed { background: #fdd; color: #900; }
 ins.extra { background: #dfd; color: #060; text-decoration: none; }
 :target { outline: 3px solid #f90; }
+@media (max-width: 600px) { body { margin: 0.5em; } .side { grid-template-columns: 1fr; } }
 """
 
 
 def _html_table(header: list[str], rows: list[list[str]], table_id: str) -> str:
+    """A table in a box of its own that scrolls sideways, so a wide table on a narrow
+    screen scrolls by itself instead of pushing the whole page off the screen."""
+    numeric = numeric_columns(header)
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = "".join(
         "<tr>" + "".join(
-            f'<td{"" if i < 2 else " class=num"}>{escape(cell)}</td>'
+            f'<td{" class=num" if i in numeric else ""}>{escape(cell)}</td>'
             for i, cell in enumerate(cells)) + "</tr>"
         for cells in rows)
-    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return (f'<div class="scroll"><table id="{table_id}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")
 
 
 def _scored(results: Sequence[PageResult]) -> list[PageResult]:
@@ -731,10 +762,12 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult],
     detail_header, details = detail_rows(summary)
     pair_header, pair_rows = pairwise_rows(summary)
     errors = [r for r in results if r.status == "error"]
-    error_rows = [[r.service, r.dataset, r.page_id, r.error or ""] for r in errors[:200]]
+    error_rows = [[r.service, r.dataset, r.page_id, r.error or ""]
+                  for r in errors[:ERROR_ROWS]]
     warnings = _warnings(run)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>boilerbench run {escape(run.id)}</title>", f"<style>{_CSS}</style>",
         "</head><body>",
         f"<h1>boilerbench run {escape(run.id)}</h1>",
@@ -778,7 +811,9 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult],
         parts += ["<h2>Pairwise Wilcoxon signed-rank tests (per-page word F1)</h2>",
                   _html_table(pair_header, pair_rows, "pairwise-table")]
     if error_rows:
-        parts += [f"<h2>Errors ({len(errors)})</h2>",
+        parts += [f'<h2 id="errors">Errors ({len(errors)})</h2>',
+                  *([f'<p class="note">The first {ERROR_ROWS} of {len(errors)} errors; '
+                     "pages.csv has them all.</p>"] if len(errors) > ERROR_ROWS else []),
                   _html_table(["service", "dataset", "page", "reason"], error_rows,
                               "errors-table")]
     parts += _page_view(results, gold)

@@ -22,14 +22,17 @@ from orchestrator.pagediff import page_diff, segments_html
 from orchestrator.predictions import read_predictions
 from orchestrator.report import (
     PALETTE,
+    dataset_bars_svg,
     detail_rows,
     page_columns,
+    precision_recall_svg,
+    render_html,
     render_table,
     table_rows,
     write_outputs,
 )
 from orchestrator.scoring import prepare_page, score_empty, score_extraction
-from orchestrator.statistics import summarize
+from orchestrator.statistics import MetricSummary, summarize
 from shared.contract import Block
 
 SERVICES = ("careful", "greedy", "shy", "broken")
@@ -327,8 +330,11 @@ def test_a_rouge_mean_over_fewer_pages_says_over_how_many_in_every_table(
                                       service=service, status="ok", text=text,
                                       scores=score_extraction(ref, text, None)))
     summary = summarize(results)
-    assert summary.get("wordy", "d").rouge_lsum.n == 2  # 20 x 20 tokens: past the limit
-    assert summary.get("terse", "d").rouge_lsum.n == 3
+    wordy, terse = summary.get("wordy", "d").rouge_lsum, summary.get("terse", "d").rouge_lsum
+    assert wordy is not None
+    assert wordy.n == 2  # 20 x 20 tokens: past the limit
+    assert terse is not None
+    assert terse.n == 3
     header, rows = table_rows(summary)
     cells = {row[1]: row[header.index("ROUGE-LSum")] for row in rows}
     assert cells == {"wordy": "1.000 (2 of 3 pages)", "terse": cells["terse"]}
@@ -531,3 +537,79 @@ def test_an_interval_from_students_t_is_marked_as_one(sample_results: list[PageR
     assert "bars: 95% interval" not in bars  # the bars are the means
     assert re.search(r"justext on sample: mean [\d.]+, 95% interval \[[\d.]+, [\d.]+\] "
                      r"\(Student's t\)", bars)
+
+
+def test_report_fits_a_narrow_screen(outputs: tuple[dict[str, Path], list[PageResult]]
+                                     ) -> None:
+    """On a 400 px phone the page itself does not scroll sideways: wide tables scroll in
+    their own box and the plots shrink to the screen."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    chromium = shutil.which("chromium") or pytest.skip("no chromium binary on PATH")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            context = browser.new_context(viewport={"width": 400, "height": 800},
+                                          is_mobile=True)
+            context.route("**/*", lambda route: route.continue_()
+                          if route.request.url.startswith("file:") else route.abort())
+            page = context.new_page()
+            page.goto(outputs[0]["html"].as_uri())
+            layout = page.evaluate("""() => {
+                const table = document.getElementById('results-table');
+                return {page: document.documentElement.scrollWidth,
+                        box: table.parentElement.scrollWidth > table.parentElement.clientWidth,
+                        plots: [...document.querySelectorAll('svg.plot')].map(
+                            s => s.getBoundingClientRect().right)};
+            }""")
+        finally:
+            browser.close()
+    assert layout["page"] <= 400
+    assert layout["box"]  # the results table scrolls within its box
+    assert max(layout["plots"]) <= 400
+
+
+def test_names_and_reasons_are_not_aligned_as_figures(
+        outputs: tuple[dict[str, Path], list[PageResult]]) -> None:
+    """Only figures sit flush right: a dataset, a flag or an error reason is text in
+    every table (HTML, Markdown, LaTeX)."""
+    paths = outputs[0]
+    html = paths["html"].read_text(encoding="utf-8")
+    first_row = re.search(r'<table id="results-table">.*?<tbody><tr>(.*?)</tr>', html)
+    assert first_row
+    cells = re.findall(r"<td( class=num)?>", first_row.group(1))
+    assert [bool(c) for c in cells[:5]] == [True, False, False, False, True]
+    details = html.split('<table id="details-table">')[1].split("</table>")[0]
+    assert "<td>error: ConnectError (4)" in details
+    assert "|---|---|---:|---:|---|" in paths["markdown"].read_text(encoding="utf-8")
+    tex = (paths["html"].parent / "tables" / "details.tex").read_text(encoding="utf-8")
+    assert r"\begin{tabular}{llrrl}" in tex
+
+
+def test_a_cut_error_list_says_so() -> None:
+    """The report lists the first errors only: its reader learns that, and where the
+    rest are, instead of taking the list for all of them."""
+    ref = prepare_page("<html><body><p>alpha beta</p></body></html>", "alpha beta")
+    results = [PageResult(run_id="r", dataset="d", page_id=f"p{i}", service="down",
+                          status="error", error="ConnectError: refused",
+                          scores=score_empty(ref)) for i in range(201)]
+    run = RunInfo(id="r", datasets=["d"], services=["down"], status="finished")
+    html = render_html(run, summarize(results), results)
+    assert "Errors (201)" in html
+    assert "The first 200 of 201 errors; pages.csv has them all." in html
+    assert "pages.csv has them all" not in render_html(run, summarize(results[:200]),
+                                                       results[:200])
+
+
+def test_plots_say_what_their_marks_are() -> None:
+    """A reader of a plot alone learns which dot is a row's mean, and which interval
+    each line is (the bootstrap-t, or Student's t where marked, as in the tables)."""
+    metric = MetricSummary(n=3, mean=0.5, median=0.5, std=0.1, ci_low=0.3, ci_high=0.7,
+                           interval="t")
+    scatter = precision_recall_svg([("a", [(0.5, 0.5)], metric, metric)])
+    assert "the row's mean" in unescape(scatter)
+    bars = unescape(dataset_bars_svg(["d"], ["a"], {("a", "d"): metric}))
+    assert "lines: bootstrap-t 95% interval; (t): Student's t" in bars
+    assert re.search(r'<text class="t-mark"[^>]*>\(t\)</text>', bars)
+    plain = dataset_bars_svg(["d"], ["a"], {("a", "d"): metric.model_copy(
+        update={"interval": "bootstrap-t"})})
+    assert 't-mark' not in plain
