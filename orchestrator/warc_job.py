@@ -229,12 +229,20 @@ class ParquetSink:
         self.journal = JsonlSink(path.with_name(path.name + ".partial.jsonl"))
 
     def done_ids(self) -> set[str]:
+        """Ids in the journal and the file. A file Arrow cannot read rows from is
+        refused in one line naming it (ValueError), not in Arrow's many-line words."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         ids = self.journal.done_ids()
         if self.path.exists():
-            ids |= {str(i) for i in pq.read_table(self.path, columns=["record_id"])
-                    .column("record_id").to_pylist()}
+            try:
+                column = pq.read_table(self.path, columns=["record_id"]).column("record_id")
+            except (pa.ArrowException, OSError) as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ValueError(f"{self.path} is not a Parquet file of output rows "
+                                 f"({reason}): name another --out, or remove it") from None
+            ids |= {str(i) for i in column.to_pylist()}
         return ids
 
     def write(self, row: Row) -> None:
@@ -360,6 +368,9 @@ def claim_output(job: WarcJob, record: bool = True) -> None:
         if record:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(orjson.dumps(settings))
+    except FileExistsError:  # mkdir met a file where OUT's path needs a folder
+        raise ValueError(f"cannot write to {job.out}: a part of its path is a file, "
+                         "not a folder") from None
     except OSError as exc:
         raise ValueError(f"cannot write to {job.out}: {exc.strerror or exc}") from None
 

@@ -50,7 +50,7 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, scrapinghub: Path
     pages = dataset_responses(scrapinghub / "html", 5, step=37)
     pages[2] = Response(pages[2].uri, pages[2].body, None, 0, pages[2].record_id)
     path = tmp_path_factory.mktemp("crawl") / "crawl.warc.gz"
-    odd = [
+    odd: list[Response | bytes] = [
         Response("https://pages.example/report.pdf", PDF, "application/pdf"),
         Response("https://pages.example/cut", pages[0].body, declared_extra=4000),
         Response("https://pages.example/blob", bytes(range(256)) * 8, None),
@@ -359,7 +359,7 @@ def test_the_benchmark_builds_its_warc_and_times_the_middle_of_a_job(
     benchmark.build_warc(path, ["scrapinghub", "cleaneval"], 30)
     pages = [i for i in read_warc(path) if isinstance(i, WarcPage)]
     assert len(pages) == len({p.record_id for p in pages}) == 30
-    assert {p.uri.split("/")[-1] for p in pages[:2]} == {
+    assert {(p.uri or "").split("/")[-1] for p in pages[:2]} == {
         sorted(f.stem for f in (scrapinghub / "html").glob("*.html"))[0],
         sorted(f.stem for f in (cleaneval / "html").glob("*.html"))[0]}
     # 100 rows: a slow start (Ray's first batch), then one row every 10 ms.
@@ -545,3 +545,35 @@ def test_an_id_twice_in_the_input_is_a_duplicate_and_one_from_an_earlier_run_alr
         [other.record_id]
     assert resumed.counts["already written"] == 1
     assert resumed.counts["duplicate_id"] == 1
+
+
+@pytest.mark.parametrize("content", ["garbage", "other table"])
+def test_a_parquet_output_that_holds_no_rows_is_refused_in_one_line(
+        crawl: tuple[Path, list[Response]], tmp_path: Path, content: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "rows.parquet"
+    if content == "garbage":
+        out.write_bytes(b"not a parquet file\n")
+    else:
+        pq.write_table(pa.table({"a": [1]}), out)
+    before = out.read_bytes()
+    done = CliRunner().invoke(app, ["extract", "--warc", str(crawl[0]), "--service", SERVICE,
+                                    "--out", str(out)])
+    assert done.exit_code == 2
+    message = " ".join(done.output.replace("\u2502", " ").split())  # the box's borders out
+    assert "is not a Parquet file of output rows" in message
+    assert "__fragment_index" not in message
+    assert out.read_bytes() == before
+
+
+def test_an_output_under_a_file_is_refused_saying_so(
+        crawl: tuple[Path, list[Response]], tmp_path: Path) -> None:
+    (tmp_path / "notes.py").write_text("x = 1\n")
+    done = CliRunner().invoke(app, ["extract", "--warc", str(crawl[0]), "--service", SERVICE,
+                                    "--out", str(tmp_path / "notes.py" / "rows.jsonl")])
+    assert done.exit_code == 2
+    message = " ".join(done.output.replace("\u2502", " ").split())
+    assert "is a file, not a folder" in message
+    assert "File exists" not in message
