@@ -151,9 +151,6 @@ def same_imports_env(env: Mapping[str, str]) -> dict[str, str]:
 def _worker_main(sock: socket.socket, factory: str, argument: str) -> None:
     """Body of a worker process: build the handler once (`factory`, "module:function",
     called with `argument`), then answer one frame with one frame until the pool goes."""
-    # Ctrl-C in a terminal reaches the whole process group: the pool's owner handles it
-    # and stops its workers, which would only print tracebacks of their own.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     module, function = factory.split(":")
     try:
         handle: Handler = getattr(importlib.import_module(module), function)(argument)
@@ -496,5 +493,17 @@ class WorkerPool(ProcessPool):
         _, status, error, detail = meta
         raise ServiceError(status, error, detail)
 
+
+def _ignore_stop_signals() -> None:
+    """In a worker process: Ctrl-C in a terminal, and a stop sent to the whole process
+    group (`boilerbench up` ending, a launcher's killpg), reach the workers too. The
+    pool's owner handles them, answers the pages in hand and then stops its workers;
+    a worker that ended on the signal itself would fail the page it was on, and print
+    a traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 if __name__ == "__main__":
+    _ignore_stop_signals()
     _worker_main(socket.socket(fileno=int(sys.argv[3])), sys.argv[1], sys.argv[2])

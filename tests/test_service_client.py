@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import gzip
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -239,3 +241,25 @@ def test_a_body_a_little_past_the_limit_gets_its_413_on_any_client(chunked: bool
         answered = connection.getresponse()
         assert answered.status == 200, answered.read()[:200]
         connection.close()
+
+
+def test_a_page_in_hand_is_answered_when_the_service_is_stopped() -> None:
+    """`boilerbench up` and the tests stop a service by SIGTERM to its process group,
+    which reaches its workers too: a worker that died of it failed the page it was on
+    (500, the worker died), which a crawl records for good, while the server was still
+    draining the requests in hand. The workers leave the stop to the server."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.servers import serve_process
+
+    settings = {"BOILERBENCH_WORKERS": "1", "BOILERBENCH_TIME_LIMIT_S": "10"}
+    with serve_process("tests.misbehaving_app:app", settings) as (url, process), \
+            ThreadPoolExecutor(1) as pool:
+        reply = pool.submit(httpx.post, f"{url}/extract",
+                            json={"html": "<p>a slow page</p>"}, timeout=30)
+        time.sleep(0.4)  # the worker is on the page
+        os.killpg(process.pid, signal.SIGTERM)
+        answered = reply.result()
+        assert answered.status_code == 200, answered.text
+        assert "a slow page" in answered.json()["text"]
+        process.wait(timeout=15)

@@ -241,9 +241,7 @@ def test_a_worker_whose_pool_is_gone_ends_quietly(frames: int) -> None:
     for _ in range(frames):
         send_frame(ours, ("page",), b"<p>x</p>")
     ours.close()
-    previous = signal.getsignal(signal.SIGINT)
     try:
         _worker_main(theirs, "tests.test_workers:echo_handler", "")
     finally:
-        signal.signal(signal.SIGINT, previous)
         theirs.close()
