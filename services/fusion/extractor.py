@@ -7,8 +7,9 @@ class/id hints and candidate scores, position) and a few that carry across sites
 (nearby headings, how often the page repeats the block's markup; see
 services/fusion/features.py), and gradient-boosted trees trained on gold-labelled pages
 (services/fusion/training.py, `boilerbench train fusion`) turn them into a probability
-of being content. The probabilities are smoothed over neighbouring blocks and cut
-(services/fusion/model.py).
+of being content. The probabilities are smoothed over neighbouring blocks with the
+model's kernel, which training chooses leave-one-dataset-out (one block wide, so no
+smoothing, where smoothing does not help), and cut (services/fusion/model.py).
 The model is a JSON file evaluated in numpy: no machine-learning library at runtime.
 """
 
@@ -26,11 +27,13 @@ from shared.flatpage import tree_details
 
 class FusionOptions(Options):
     cut: float | None = Field(
-        None, ge=0, le=1, description="Keep blocks whose smoothed probability reaches this; "
-        "default: the cut chosen leave-one-dataset-out at training time (in the model file).")
+        None, ge=0, le=1, description="Keep blocks whose probability (after the model's "
+        "smoothing) reaches this; default: the cut chosen leave-one-dataset-out at training "
+        "time (in the model file).")
     smooth: bool = Field(
         True, description="Smooth the probabilities over neighbouring blocks with the "
-        "model's kernel before the cut (off: each block on its own).")
+        "model's kernel before the cut (off: each block on its own; the same where the "
+        "kernel is one block wide).")
 
 
 def extract(html: str, options: FusionOptions, url: str | None = None) -> Extraction:
@@ -57,15 +60,17 @@ ALGORITHM = Algorithm(
     version=version("boilerbench"),
     description="boilerbench's own extractor: gradient-boosted trees over each text block's "
     "text, link, stopword, markup, CETD-density, BTE-window, readability-score, position, "
-    "neighbour and page-structure features, probabilities smoothed over neighbours. Block "
-    "score: the smoothed probability of being content.",
+    "neighbour and page-structure features, probabilities smoothed over neighbours where "
+    "the model's kernel is wider than one block. Block score: that probability of being "
+    "content.",
     reference="boilerbench (services/fusion); features after jusText (Pomikálek 2011), "
     "Boilerpipe (Kohlschütter et al., WSDM 2010), CETD (Sun et al., SIGIR 2011), BTE (Finn "
     "et al. 2001) and readability (Arc90)",
     options_model=FusionOptions,
     extract=extract,
     score="The probability that the block is content (gradient-boosted trees), smoothed over "
-    "neighbouring blocks with the model's kernel unless option smooth is off.",
+    "neighbouring blocks with the model's kernel (where it is wider than one block) unless "
+    "option smooth is off.",
     score_range=(0.0, 1.0),
     path_tree="html5",
     warm_up=_warm_up,
