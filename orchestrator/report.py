@@ -345,15 +345,17 @@ def _row_options(run: RunInfo) -> list[tuple[str, str]]:
 
 
 # Enough to keep text literal: no HTML or autolink without `<`, no link without `[`,
-# no cell split without `|`, no escape of the cell's closing `|` without `\`.
-_MD_SPECIAL = re.compile(r"([\\`|<\[])")
+# no cell split without `|`, no escape of the cell's closing `|` without `\`, no code
+# without a backtick, no emphasis without `*` or a `_` that starts or ends a word (one
+# within a word is none, so `walk_sh` stays as it is), no strikethrough without `~`.
+_MD_SPECIAL = re.compile(r"[\\`|<\[*~]|(?<![^\W_])_|_(?![^\W_])")
 
 
 def _md(text: str) -> str:
     """Text for summary.md as it is, on one line: labels, reasons and warnings come from
     test sets, file names and service replies, and must not become HTML, a link or a
     table column of their own where the markdown is shown."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(printable(text).split()))
+    return _MD_SPECIAL.sub(lambda found: "\\" + found[0], " ".join(printable(text).split()))
 
 
 def _md_code(text: str) -> str:

@@ -355,7 +355,7 @@ def test_a_rouge_mean_over_fewer_pages_says_over_how_many_in_every_table(
 # Text a test set, a prediction file's name or a service's reply can carry into a report.
 HOSTILE_ROWS = ("=cmd|' -C calc'!A0", '"><img src=x onerror=alert(1)>', "[blink][link=evil]x",
                 "\x1b[2Jclear", "a|b\\", "new\nline", "[x](javascript:alert(1))",
-                r"\input{x}", "]]>&<")
+                r"\input{x}", "]]>&<", "*em* _u_ ~~s~~ **b**")
 HOSTILE_PAGE = "<script>alert(2)</script>"
 
 
@@ -405,8 +405,8 @@ def test_hostile_labels_stay_text_in_every_report(tmp_path: Path) -> None:
         encoding="utf-8").split(","))
     # summary.md: rendered, nothing is HTML or a link, and each table row keeps its columns.
     summary = paths["markdown"].read_text(encoding="utf-8")
-    rendered = MarkdownIt("commonmark").enable("table").render(summary)
-    assert not re.search(r"<(img|script|a)\b", rendered), rendered
+    rendered = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(summary)
+    assert not re.search(r"<(img|script|a|em|strong|s)\b", rendered), rendered
     assert rendered.count("<h1>") == 1  # the run's title, not the warning's `# heading`
     assert "\x1b" not in summary
     for table in re.findall(r"<table>.*?</table>", rendered, re.DOTALL):
