@@ -185,6 +185,15 @@ class PageIn(BaseModel):
     gold: str
     feed: str | None = None
 
+    @field_validator("id")
+    @classmethod
+    def _file_name(cls, value: str) -> str:
+        """Not `.` or `..`, which a folder's or an archive's pages cannot have (their ids
+        are file names): a test set gives the same pages in every form."""
+        if value in (".", ".."):
+            raise ValueError(f"a page id cannot be {value!r}")
+        return value
+
     @field_validator("id", "html", "gold", "feed")
     @classmethod
     def _utf8(cls, value: str | None) -> str | None:

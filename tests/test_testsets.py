@@ -26,6 +26,7 @@ from orchestrator.testsets import (
     Dataset,
     DatasetError,
     DatasetIn,
+    PageIn,
     archive_set_name,
     download_scrapinghub,
     open_dataset_dir,
@@ -207,6 +208,16 @@ def test_json_page_ids_that_differ_only_in_normal_form_are_refused() -> None:
     with pytest.raises(DatasetError, match=r"'caf\\xe9' and 'cafe\\u0301' differ only in "
                                            "Unicode normal form"):
         DatasetIn.model_validate({"pages": pages}).dataset()
+
+
+@pytest.mark.parametrize("page_id", [".", ".."])
+def test_a_json_page_id_no_file_could_have_is_refused(page_id: str) -> None:
+    """A folder or an archive cannot hold page `.` or `..` (html/..html is passed over
+    with a warning): a JSON test set may not either, so that one test set gives the same
+    pages whatever its form, and outputs written as files have names."""
+    with pytest.raises(ValidationError, match="a page id cannot be"):
+        PageIn.model_validate({"id": page_id, "html": "<p>x</p>", "gold": "x"})
+    assert PageIn.model_validate({"id": "...x", "html": "<p>x</p>", "gold": "x"}).id == "...x"
 
 
 def test_missing_folder_is_an_error(tmp_path: Path) -> None:
