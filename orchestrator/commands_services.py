@@ -377,6 +377,9 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
     except JobAbortedError as exc:
         print_error(console, f"stopped: {exc}; the rows written so far stay, a re-run resumes")
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:  # Ctrl-C: the pages in flight are left to the re-run
+        print_error(console, "stopped: the rows written so far stay; the same command resumes")
+        raise typer.Exit(130) from None
     console.print(summary_table(job, tally, time.monotonic() - started))
 
 

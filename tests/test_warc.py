@@ -137,15 +137,17 @@ def test_parquet_output_holds_the_same_rows(
 def stopped_halfway(scrapinghub: Path, tmp_path: Path, service: str, workers: int,
                     stop: signal.Signals) -> tuple[Path, Path, list[Response], int]:
     """A job over 160 pages in its own process group (as a terminal runs it), sent
-    `stop` once 20 rows are out: the WARC, OUT, the pages and the exit code."""
+    `stop` once 20 rows are out: the WARC, OUT, the pages and the exit code (its
+    standard error in tmp_path/stderr.txt)."""
     pages = dataset_responses(scrapinghub / "html", 160)
     path = tmp_path / "big.warc.gz"
     write_warc(path, pages)
     out = tmp_path / "rows.jsonl"
     args = [*CLI, "extract", "--warc", str(path), "--service", service, "--out", str(out),
             "--workers", str(workers)]
-    job = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
+    with (tmp_path / "stderr.txt").open("wb") as stderr:
+        job = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr,
+                               start_new_session=True)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and job.poll() is None:
         if out.exists() and out.read_bytes().count(b"\n") >= 20:
@@ -373,6 +375,10 @@ def test_ctrl_c_abandons_the_pages_in_flight_instead_of_writing_them_as_errors(
     _, out, _, code = stopped_halfway(scrapinghub, tmp_path, "readability", 2, signal.SIGINT)
     assert code == 130
     assert [r["error"] for r in read_rows(out) if r["error"] is not None] == []
+    # Says what happened, and what to do, rather than leaving the progress line alone.
+    said = (tmp_path / "stderr.txt").read_text(encoding="utf-8")
+    assert "stopped: the rows written so far stay; the same command resumes" in said
+    assert "Traceback" not in said
 
 
 def test_a_whole_last_row_without_its_newline_is_kept_and_a_whole_line_that_is_no_row_refused(
