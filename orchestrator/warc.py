@@ -267,8 +267,7 @@ def _zstd_frames(stream: BinaryIO, limit: int) -> Iterator[bytes | OddRecord]:
         end = _zstd_frame_end(source, position) if magic.startswith(_ZSTD_MAGIC) else None
         if end is None:
             found = source.find(_NEXT_FRAME, position + 1)
-            size = (found if found is not None else source.size) - position
-            yield OddRecord("malformed", None, f"{size:,} bytes that are no zstd frame")
+            yield _junk(source, position, found, "zstd frame")
             if found is None:
                 return
             position = found
@@ -360,75 +359,66 @@ def _records(stream: BinaryIO, limit: int) -> Iterator[WarcItem]:
     own header. Bytes that are no record are reported the same way. So one bad record
     costs that record only, in an uncompressed WARC too."""
     source = _Source(stream)
-    position = 0
-    while True:
+    position: int | None = 0
+    while position is not None:
         position = source.skip_line_ends(position)
-        start = source.read(position, 32)
-        if not start:
+        if not source.read(position, 1):
             return
-        if not _RECORD_START.match(start):
-            found = source.find_record(position + 1)
-            size = (found if found is not None else source.size) - position
-            yield OddRecord("malformed", None, f"{size:,} bytes that are no WARC record")
-            if found is None:
-                return
-            position = found
-            continue
-        head = source.read_head(position)
-        if head is None:
-            yield OddRecord("malformed", None, "a WARC header without its end")
-            found = source.find_record(position + 1)
-            if found is None:
-                return
-            position = found
-            continue
-        headers = WarcHeaderMap()
-        try:
-            headers.parse(io.BytesIO(head))
-        except (OSError, ValueError) as exc:  # FastWARC's errors for a header it cannot read
-            yield OddRecord("malformed", None, f"unreadable WARC header: {exc}")
-            found = source.find_record(position + 1)
-            if found is None:
-                return
-            position = found
-            continue
-        record_id = headers.get("WARC-Record-ID") or None
-        length = (headers.get("Content-Length") or "").strip()
-        block_start = position + len(head)
-        if not length.isdigit():
-            yield OddRecord("malformed", record_id, "the record has no Content-Length",
-                            _target_uri(headers))
-            found = source.find_record(block_start)
-            if found is None:
-                return
-            position = found
-            continue
-        declared = int(length)
-        block_end = block_start + declared
-        if block_end > source.size or not source.record_ends(block_end):
-            found = source.find_record(block_start)
-            if found is None and block_end > source.size:
-                yield OddRecord("truncated", record_id,
-                                f"the record holds {source.size - block_start:,} of its "
-                                f"{declared:,} bytes", _target_uri(headers))
-                return
-            # A block followed by its two CRLFs, with no record starting inside it, has
-            # the right length: the bytes after it are reported on their own.
-            if block_end > source.size or (found is not None and found < block_end) \
-                    or source.read(block_end, 4) != b"\r\n\r\n":
-                yield OddRecord("malformed", record_id, _misfit(declared, block_end, found),
-                                _target_uri(headers))
-                if found is None:
-                    return
-                position = found
-                continue
-        if declared > limit:
-            yield OddRecord("too_large", record_id,
-                            f"the record declares {declared:,} bytes, past {limit:,}",
-                            _target_uri(headers))
-        else:
-            yield _classify(headers, source.read(block_start, declared), limit)
-        position = block_end
+        item, position = _record_at(source, position, limit)
+        yield item
+
+
+def _record_at(source: _Source, position: int, limit: int) -> tuple[WarcItem, int | None]:
+    """The record that starts at `position` (or what stands there instead), and the
+    offset reading goes on at: past its block, or at the next record header after a
+    bad one (None: there is none)."""
+    if not _RECORD_START.match(source.read(position, 32)):
+        found = source.find_record(position + 1)
+        return _junk(source, position, found, "WARC record"), found
+    head = source.read_head(position)
+    if head is None:
+        return (OddRecord("malformed", None, "a WARC header without its end"),
+                source.find_record(position + 1))
+    headers = WarcHeaderMap()
+    try:
+        headers.parse(io.BytesIO(head))
+    except (OSError, ValueError) as exc:  # FastWARC's errors for a header it cannot read
+        return (OddRecord("malformed", None, f"unreadable WARC header: {exc}"),
+                source.find_record(position + 1))
+    record_id = headers.get("WARC-Record-ID") or None
+    uri = _target_uri(headers)
+    length = (headers.get("Content-Length") or "").strip()
+    block_start = position + len(head)
+    if not length.isdigit():
+        return (OddRecord("malformed", record_id, "the record has no Content-Length", uri),
+                source.find_record(block_start))
+    declared = int(length)
+    block_end = block_start + declared
+    if block_end > source.size or not source.record_ends(block_end):
+        found = source.find_record(block_start)
+        if found is None and block_end > source.size:
+            return OddRecord("truncated", record_id,
+                             f"the record holds {source.size - block_start:,} of its "
+                             f"{declared:,} bytes", uri), None
+        # A block followed by its two CRLFs, with no record starting inside it, has the
+        # right length: the bytes after it are reported on their own.
+        if block_end > source.size or (found is not None and found < block_end) \
+                or source.read(block_end, 4) != b"\r\n\r\n":
+            return OddRecord("malformed", record_id, _misfit(declared, block_end, found),
+                             uri), found
+    if declared > limit:
+        return OddRecord("too_large", record_id,
+                         f"the record declares {declared:,} bytes, past {limit:,}",
+                         uri), block_end
+    return (_classify(headers, record_id, uri, source.read(block_start, declared), limit),
+            block_end)
+
+
+def _junk(source: _Source, position: int, found: int | None, what: str) -> OddRecord:
+    """The bytes from `position` up to the next `what` found there (or the end), which
+    are none."""
+    size = (found if found is not None else source.size) - position
+    return OddRecord("malformed", None, f"{size:,} bytes that are no {what}")
 
 
 def _misfit(declared: int, block_end: int, found: int | None) -> str:
@@ -528,13 +518,12 @@ class _Source:
         return None
 
 
-def _classify(headers: WarcHeaderMap, block: bytes, limit: int) -> WarcItem:
+def _classify(headers: WarcHeaderMap, record_id: str | None, uri: str | None, block: bytes,
+              limit: int) -> WarcItem:
     """What a record whose block is `block` is: a page, an odd response, another record."""
     record_type = (headers.get("WARC-Type") or "").strip()
     if record_type.lower() != "response":
         return OtherRecord(record_type or "unknown")
-    record_id = headers.get("WARC-Record-ID") or None
-    uri = _target_uri(headers)
     block_type = _media_type((headers.get("Content-Type") or "").encode("latin-1", "replace"))
     if block_type not in (None, "application/http"):
         return OddRecord("not_html", record_id, f"a {block_type} record, not an HTTP response",
