@@ -30,21 +30,16 @@ METRICS: tuple[str, ...] = ("precision", "recall", "f1", "fallout", "accuracy")
 """The per-page figures of B.4.5 plus accuracy, in report order."""
 
 RANK_KEYS: dict[str, str] = {
-    "f1": "word F1 by alignment, per-page mean (the headline figure)",
-    "micro_f1": "word F1 by alignment from counts summed over pages",
-    "bag_f1": "word F1 by bag of words, per-page mean",
-    "block_f1": "block F1, per-page mean",
-    "shingle_f1": "the article-extraction benchmark's F1 (4-token shingles)",
-    "rouge_lsum": "ROUGE-LSum F1, per-page mean",
+    "f1": "word F1",  # by alignment, per-page mean (the headline figure)
+    "micro_f1": "micro F1",  # word F1 by alignment from counts summed over pages
+    "bag_f1": "bag F1",  # word F1 by bag of words, per-page mean
+    "block_f1": "block F1",  # per-page mean
+    "shingle_f1": "shingle F1",  # the article-extraction benchmark's (4-token shingles)
+    "rouge_lsum": "ROUGE-LSum",  # F1, per-page mean
 }
-"""The figures a results table may rank by (orchestrator/statistics.py ranks)."""
-
-RANK_COLUMNS: dict[str, str] = {
-    "f1": "word F1", "micro_f1": "micro F1", "bag_f1": "bag F1", "block_f1": "block F1",
-    "shingle_f1": "shingle F1", "rouge_lsum": "ROUGE-LSum",
-}
-"""Each ranking figure by the name of its column, for the tables to say what `#` ranks
-by (a rank beside a word F1 that does not fall with it reads as a mistake otherwise)."""
+"""The figures a results table may rank by (orchestrator/statistics.py ranks), each with
+the name of its column, for the tables to say what `#` ranks by (a rank beside a word F1
+that does not fall with it reads as a mistake otherwise)."""
 
 
 class Counts(BaseModel):

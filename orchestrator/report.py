@@ -28,7 +28,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.models import METRICS, RANK_COLUMNS, Counts, PageResult, RunInfo
+from orchestrator.models import METRICS, RANK_KEYS, Counts, PageResult, RunInfo
 from orchestrator.pagediff import page_diff, segments_html
 from orchestrator.statistics import (
     ALL_DATASETS,
@@ -141,7 +141,7 @@ STUDENT_T_NOTE = ("Student's t interval, where the bootstrap-t has no bounds (tw
 
 def ranked_by(summary: Summary) -> str:
     """What the `#` column ranks by, for the tables' notes and captions ('' unranked)."""
-    return f"ranked by {RANK_COLUMNS[summary.rank_by]}" if summary.rank_by else ""
+    return f"ranked by {RANK_KEYS[summary.rank_by]}" if summary.rank_by else ""
 
 
 def _level(row: ServiceSummary, level: str) -> LevelSummary | None:
