@@ -491,11 +491,11 @@ class Store:
     def run(self, run_id: str) -> RunInfo | None:
         """The run with its current status and progress counts, or None."""
         with self._reading() as db:
-            row = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None:
-            return None
-        info = _shown(RunInfo.model_validate_json(row[0]))
-        return info.model_copy(update={"counts": self.counts(run_id)})
+            try:
+                stored = _stored_run(db, run_id)
+            except KeyError:
+                return None
+        return _shown(stored).model_copy(update={"counts": self.counts(run_id)})
 
     def status(self, run_id: str) -> RunStatus | None:
         """A run's status alone (cheap: runs poll it to notice a cancellation)."""
@@ -509,10 +509,10 @@ class Store:
         RunBusyError, and nothing removed, while another live process holds it (checked
         in the deleting transaction, so that process cannot take it up in between)."""
         with self._transaction() as db:
-            row = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row is None:
+            try:
+                info = _stored_run(db, run_id)
+            except KeyError:
                 return False
-            info = RunInfo.model_validate_json(row[0])
             if run_owner_alive(info):
                 raise RunBusyError(info)
             db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
