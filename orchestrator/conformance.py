@@ -21,7 +21,7 @@ import httpx
 import orjson
 from pydantic import ValidationError
 
-from orchestrator.launcher import StackError, check_service
+from orchestrator.launcher import StackError, check_info_reply
 from orchestrator.runner import parse_reply
 from orchestrator.testsets import SAMPLE_DIR, LabelledPage, open_dataset_dir
 from shared.answer import page_query
@@ -56,6 +56,7 @@ class CheckResult:
 class Answer:
     status: int
     body: bytes
+    server: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ class Target:
         except httpx.HTTPError as exc:
             raise NoReplyError(f"no reply to {what}: {type(exc).__name__}: {exc}"
                                .rstrip(": ")) from None
-        return Answer(reply.status_code, bytes(body))
+        return Answer(reply.status_code, bytes(body), reply.headers.get("server"))
 
 
 def sample_pages(name: str) -> list[SamplePage]:
@@ -195,7 +196,8 @@ def check_info(target: Target) -> CheckResult:
     expected = f"200, a JSON object with name {target.name!r} and a version"
     try:
         answer = target.ask("GET", "/info", token=target.token)
-        check_service(target.url, target.name, target.token, target.timeout_s)
+        check_info_reply(target.url, target.name, target.token, answer.status, answer.body,
+                         answer.server)
     except (NoReplyError, StackError) as exc:
         return CheckResult("info", False, expected, _short(str(exc)))
     version = (_json_object(answer.body) or {}).get("version")

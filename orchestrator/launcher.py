@@ -89,13 +89,21 @@ def check_service(url: str, name: str, token: str | None = None, timeout: float 
     except httpx.TransportError as exc:
         raise StackError(f"nothing answers at {url} ({type(exc).__name__})", name,
                          "absent") from None
+    check_info_reply(url, name, token, reply.status_code, reply.content,
+                     reply.headers.get("server"))
+
+
+def check_info_reply(url: str, name: str, token: str | None, status: int, body: bytes,
+                     server: str | None) -> None:
+    """check_service's judgement of the reply to GET /info at `url` (its status, body
+    and Server header), for a caller that asked on its own terms."""
     try:
-        answered = reply.json().get("name") if reply.status_code == 200 else None
+        answered = json.loads(body).get("name") if status == 200 else None
     except (ValueError, AttributeError):
         answered = None
     if answered == name:
         return
-    if reply.status_code == 401:
+    if status == 401:
         given = "the one given was refused" if token else "none was given"
         raise StackError(f"{url} asks for a bearer token ({given}): set "
                          "BOILERBENCH_SERVICE_TOKEN to the service's BOILERBENCH_TOKEN", name,
@@ -103,8 +111,7 @@ def check_service(url: str, name: str, token: str | None = None, timeout: float 
     if isinstance(answered, str):
         what = f"the {answered!r} service"
     else:
-        server = reply.headers.get("server")
-        what = (f"HTTP {reply.status_code} to GET /info"
+        what = (f"HTTP {status} to GET /info"
                 + (f" from {server!r}" if server else "") + ", not a boilerbench service")
     raise StackError(f"{url} is not the {name} service: {what} answers there", name, "other")
 
