@@ -39,8 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from shared.answer import validation_message
 from shared.decoding import decode_gold, decode_html
-from shared.pairing import FEED_SUFFIX, GOLD_SUFFIX, HTML_SUFFIXES, pair_folders
 from shared.pairing import pair_files as pair_files  # re-exported: imported from here
+from shared.pairing import pair_folders
 from shared.pairing import readable_name as readable_name  # re-exported, and used here
 
 _WORDS = re.compile(r"\w+")
@@ -94,21 +94,6 @@ def read_gold(data: bytes) -> str:
     return decode_gold(data)[0]
 
 
-def _files_without_id(name: str, label: str, folder: Path | None,
-                      suffixes: tuple[str, ...]) -> list[str]:
-    """Warnings naming the files of `folder` whose page id would be empty, `.` or `..`
-    (`.html`, `..html`, `...html`): the pairing passes over them as hidden files, but
-    their names are a page's suffix and nothing else, and no page can be so named."""
-    if folder is None or not folder.is_dir():
-        return []
-    found = []
-    for entry in sorted(readable_name(path.name) for path in folder.iterdir()):
-        stem, dot, suffix = entry.rpartition(".")
-        if dot and stem in ("", ".", "..") and f".{suffix.lower()}" in suffixes:
-            found.append(f"{name}: {label}/{entry}: a page id cannot be {stem!r}; not used")
-    return found
-
-
 def open_folder(name: str, html_folder: Path, content_folder: Path,
                 feeds_folder: Path | None = None, roots: Sequence[Path] | None = None
                 ) -> Dataset:
@@ -125,10 +110,7 @@ def open_folder(name: str, html_folder: Path, content_folder: Path,
             raise DatasetError(f"{name}: the {label} folder {folder} does not exist")
     folders = pair_folders(name, html_folder, content_folder, feeds_folder, roots)
     pairing = folders.pairing
-    warnings = [*folders.warnings,
-                *_files_without_id(name, "html", html_folder, HTML_SUFFIXES),
-                *_files_without_id(name, "content", content_folder, (GOLD_SUFFIX,)),
-                *_files_without_id(name, "feeds", feeds_folder, (FEED_SUFFIX,))]
+    warnings = list(folders.warnings)
 
     def load(page_id: str) -> LabelledPage:
         gold_name = pairing.content[page_id]

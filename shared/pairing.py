@@ -23,6 +23,7 @@ from pathlib import Path
 HTML_SUFFIXES = (".html", ".htm")
 GOLD_SUFFIX = ".txt"
 FEED_SUFFIX = ".xml"
+_SUFFIXES = {"html": HTML_SUFFIXES, "content": (GOLD_SUFFIX,), "feeds": (FEED_SUFFIX,)}
 
 
 @dataclass(frozen=True)
@@ -116,13 +117,19 @@ def folder_files(folder: Path, label: str, dataset: str, unusable: list[str],
     """The regular files of `folder` (links followed) by readable name; what cannot be
     a page's file (a sub-folder, a link to one, a broken link, links in a loop) is
     appended to `unusable`. With `roots`, a file is used only if it lies under one of
-    them: a folder of links to elsewhere reads nothing outside."""
+    them: a folder of links to elsewhere reads nothing outside. Hidden entries are
+    passed over, but for a page's file whose id would be empty, `.` or `..` (`.html`,
+    `..html`, `...html`): its name is a page's suffix and nothing else, and no page can
+    be so named."""
     found: dict[str, Path] = {}
     for path in sorted(folder.iterdir()):
-        if path.name.startswith("."):
-            continue
         shown = readable_name(path.name)
         where = f"{dataset}: {label}/{shown}"
+        if path.name.startswith("."):
+            stem, _, suffix = shown.rpartition(".")
+            if stem in ("", ".", "..") and f".{suffix.lower()}" in _SUFFIXES.get(label, ()):
+                unusable.append(f"{where}: a page id cannot be {stem!r}; not used")
+            continue
         try:
             real = path.resolve(strict=True)
         except (OSError, RuntimeError) as exc:
