@@ -473,7 +473,7 @@ def _pool_extract(job: WarcJob, pool: WorkerPool) -> Callable[[WarcPage], Corout
                                     job.time_limit_s, blocks=job.blocks)
         except ServiceError as exc:
             return {"error": f"{exc.error}: {exc.detail}"}
-        except (ExtractionTimeoutError, ExtractionFailedError, PoolBusyError) as exc:
+        except tuple(_POOL_ERRORS) as exc:
             code = next(code for kind, code in _POOL_ERRORS.items() if isinstance(exc, kind))
             return {"error": f"{code}: {exc}"}
         elapsed = (time.perf_counter() - started) * 1000
