@@ -26,6 +26,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from shared.datasets import dataset_dir, datasets_root  # noqa: E402
+from shared.pairing import pair_folders  # noqa: E402
 
 FEED_WORDS = 60
 
@@ -50,9 +51,16 @@ def require_dataset(name: str) -> Path:
     return folder
 
 
+def paired_files(folder: Path, limit: int | None = None) -> list[tuple[str, Path, Path]]:
+    """(page id, HTML file, gold file) of a dataset folder's pages, the first `limit`,
+    paired as a run pairs a test set (shared.pairing)."""
+    folders = pair_folders(folder.name, folder / "html", folder / "content")
+    return [(i, folders.html_file(i), folders.gold_file(i)) for i in folders.ids[:limit or None]]
+
+
 def load_pages(datasets: Sequence[str], limit: int | None) -> list[PageRef]:
-    """Every page of the datasets (the first `limit` of each), with its URL from the
-    dataset's index.tsv where it has one."""
+    """Every page of the datasets (the first `limit` of each, paired_files), with its
+    URL from the dataset's index.tsv where it has one."""
     pages: list[PageRef] = []
     for name in datasets:
         folder = require_dataset(name)
@@ -63,11 +71,8 @@ def load_pages(datasets: Sequence[str], limit: int | None) -> list[PageRef]:
                 fields = line.split("\t")
                 if len(fields) > 1 and fields[1].strip():
                     urls[fields[0]] = fields[1].strip()
-        ids = sorted(p.stem for p in (folder / "html").glob("*.html"))
-        if limit:
-            ids = ids[:limit]
-        pages += [PageRef(name, i, str(folder / "html" / f"{i}.html"),
-                          str(folder / "content" / f"{i}.txt"), urls.get(i)) for i in ids]
+        pages += [PageRef(name, i, str(html), str(gold), urls.get(i))
+                  for i, html, gold in paired_files(folder, limit)]
     return pages
 
 
@@ -124,10 +129,15 @@ def parse_target(target: str) -> tuple[str, dict[str, str]]:
     return name.strip(), options
 
 
+def _page_url(page: PageRef) -> str:
+    """The page's URL, or one made up for a page without (rss matches its feed by it)."""
+    return page.url or f"https://example.org/{page.page_id}"
+
+
 def rss_feed(page: PageRef) -> str:
     """A one-item RSS feed for a page: its URL as link, its gold text's start as summary."""
     words = Path(page.gold_path).read_text(encoding="utf-8").split()[:FEED_WORDS]
-    link = page.url or f"https://example.org/{page.page_id}"
+    link = _page_url(page)
     return (
         '<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>feed</title>'
         f"<item><title>{escape(page.page_id)}</title><link>{escape(link)}</link>"
@@ -140,7 +150,7 @@ def page_options(target: str, page: PageRef) -> tuple[dict[str, str], str | None
     it refuses the page, and would be measured refusing)."""
     name, options = parse_target(target)
     if name == "rss":
-        return {**options, "feed": rss_feed(page)}, page.url or f"https://example.org/{page.page_id}"
+        return {**options, "feed": rss_feed(page)}, _page_url(page)
     return options, None
 
 

@@ -19,7 +19,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from common import positive_int, require_dataset
+from common import paired_files, positive_int, require_dataset
 
 from orchestrator.scoring import bag_f1
 from shared.decoding import NotHTMLError, decode_html
@@ -51,10 +51,7 @@ def score_page(html_path: Path, gold_path: Path) -> dict[str, float] | None:
 
 
 def pages(root: Path, limit: int | None) -> list[tuple[Path, Path]]:
-    pairs = [(html, root / "content" / f"{html.stem}.txt")
-             for html in sorted((root / "html").glob("*.html"))]
-    pairs = [(h, g) for h, g in pairs if g.exists()]
-    return pairs[:limit] if limit else pairs
+    return [(html, gold) for _, html, gold in paired_files(root, limit)]
 
 
 def main(argv: list[str] | None = None) -> int:

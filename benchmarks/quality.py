@@ -45,7 +45,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import REPO, command_line, parse_target, positive_int, require_dataset, write_results
+from common import (
+    REPO,
+    command_line,
+    paired_files,
+    parse_target,
+    positive_int,
+    require_dataset,
+    write_results,
+)
 
 from orchestrator.insample import in_sample, in_sample_pages, trained_pages
 from orchestrator.models import PageResult
@@ -171,11 +179,9 @@ def dataset_tasks(name: str, services: tuple[str, ...], limit: int | None,
     published = {f"{path.stem}{PUBLISHED}": read_predictions(path)
                  for path in sorted((folder / "published").glob("*.json"))} \
         if with_published else {}
-    tasks = [PageTask(name, html.stem, html, folder / "content" / f"{html.stem}.txt", services,
-                      tuple((row, texts.get(html.stem, "")) for row, texts in published.items()))
-             for html in sorted((folder / "html").glob("*.html"))
-             if (folder / "content" / f"{html.stem}.txt").is_file()]
-    return tasks[:limit] if limit else tasks
+    return [PageTask(name, page_id, html, gold, services,
+                     tuple((row, texts.get(page_id, "")) for row, texts in published.items()))
+            for page_id, html, gold in paired_files(folder, limit)]
 
 
 def code_hash(target: str, dataset: str) -> str:
