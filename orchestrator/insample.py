@@ -5,12 +5,11 @@ tables mark such rows as in-sample, with how many of their pages are. The learne
 services keep their models as JSON files in `services/<name>/model/`, or load the one
 file BOILERBENCH_<NAME>_MODEL names (shared.modelfile.configured_model), which then
 alone counts (this process's environment decides: a run's local and in-process
-services inherit it). A file lists
-the digests of its training pages' HTML bytes in `metadata.page_sha256`
-(shared.modelfile.page_digest), and a test page counts as trained on when its own
-HTML's digest is among them, whatever the test set is called: a renamed copy or a
-subset of a training set is flagged, and another set that merely shares its name is
-not. A file without digests (an older model) names its training sets instead
+services inherit it). A file lists the digests of its training pages' HTML bytes in
+`metadata.page_sha256` (shared.modelfile.page_digest), and a test page counts as
+trained on when its own HTML's digest is among them, whatever the test set is called:
+a renamed copy or a subset of a training set is flagged, and another set that merely
+shares its name is not. A file without digests (an older model) names its training sets instead
 (`metadata.trained_on`, `metadata.datasets[].name`), and then every page of a test
 set of such a name counts. A service counts as trained on the union over its model
 files. A row whose options bypass the model (density's thresholds other than
