@@ -341,7 +341,13 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
     # which the rest of the command does not need.
     try:
         from orchestrator.warc import expand_paths
-        from orchestrator.warc_job import JobAbortedError, WarcJob, run_job, summary_table
+        from orchestrator.warc_job import (
+            JobAbortedError,
+            WarcJob,
+            is_output_file,
+            run_job,
+            summary_table,
+        )
     except ImportError as exc:
         print_error(console, f"{exc}: install the `warc` extra (pip install 'boilerbench[warc]')")
         raise typer.Exit(1) from None
@@ -353,9 +359,18 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
     query = query_options(options)
     _check_extract_options(name, query)
     try:
-        paths = expand_paths(patterns)
+        # A glob such as 'crawl/*' also matches an OUT written beside the WARCs, and the
+        # files the job keeps beside OUT: none of them is a WARC.
+        paths, own = expand_paths(patterns, lambda path: is_output_file(path, out))
     except FileNotFoundError as exc:
         raise typer.BadParameter(str(exc)) from None
+    if own:
+        named = ", ".join(map(str, own[:3])) + (f" and {len(own) - 3:,} more" if len(own) > 3
+                                                else "")
+        console.print(escape(f"left out of the input, as the output's own files: {named}"),
+                      highlight=False, soft_wrap=True)
+    if not paths:
+        raise typer.BadParameter("no WARC file is left once the output's own files are left out")
     try:  # before anything is written: a wrong address would fill OUT with errors
         if url is not None:
             check_service(url.rstrip("/"), name, token)

@@ -18,6 +18,11 @@ A page is an HTTP response of status 200 or 203 (RFC 9110, section 15: the other
 content is not the page at their URI). It counts as HTML by its HTTP Content-Type
 (text/html or application/xhtml+xml); a response without one is sniffed (the WHATWG
 MIME Sniffing standard's HTML signatures at the start of the body).
+
+A page cut short (its record says WARC-Truncated, or its chunked or compressed body
+ends early) is still a page, as a browser shows what arrived: it gets the HTML it
+holds, and says why it is cut (WarcPage.truncated). An HTTP head cut short is no
+response.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import glob
 import io
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Literal, cast
@@ -82,14 +87,16 @@ OddKind = Literal["not_ok", "not_html", "truncated", "malformed", "too_large", "
 
 @dataclass(frozen=True, slots=True)
 class WarcPage:
-    """An HTML response: its record id, target URI, WARC-Date and HTTP body bytes, and
-    the Content-Type to extract it with (the response's own, so its charset counts)."""
+    """An HTML response: its record id, target URI, WARC-Date and HTTP body bytes, the
+    Content-Type to extract it with (the response's own, so its charset counts), and
+    why its body is cut short, if it is."""
 
     record_id: str
     uri: str | None
     date: str | None
     body: bytes
     content_type: str = "text/html"
+    truncated: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,20 +119,27 @@ class OtherRecord:
 WarcItem = WarcPage | OddRecord | OtherRecord
 
 
-def expand_paths(patterns: Iterable[str]) -> list[Path]:
-    """Files named or matched by each pattern (a path or a glob), in order, once each."""
+def expand_paths(patterns: Iterable[str], leave_out: Callable[[Path], bool] | None = None
+                 ) -> tuple[list[Path], list[Path]]:
+    """Files named or matched by each pattern (a path or a glob), in order, once each;
+    and the paths that `leave_out` took out of them (a job's output, file or folder,
+    which a glob over the crawl's folder may match too)."""
     found: dict[Path, None] = {}
+    left_out: dict[Path, None] = {}
     for pattern in patterns:
         matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) \
             else [pattern]
         for match in matches:
             path = Path(match)
+            if leave_out is not None and leave_out(path):
+                left_out.setdefault(path, None)
+                continue
             if not path.is_file():
                 raise FileNotFoundError(f"no WARC file at {match}")
             found.setdefault(path, None)
         if not matches:
             raise FileNotFoundError(f"no WARC file matches {pattern}")
-    return list(found)
+    return list(found), list(left_out)
 
 
 def sniff_html(body: bytes) -> bool:
@@ -539,7 +553,7 @@ def _classify(headers: WarcHeaderMap, record_id: str | None, uri: str | None, bl
                          + (f", to {location}" if location and status[0] in _REDIRECTS else ""),
                          uri)
     try:
-        body = _decoded_body(fields, body, limit)
+        body, cut = _decoded_body(fields, body, limit)
     except _TooLargeError as exc:
         return OddRecord("too_large", record_id, str(exc), uri)
     except ValueError as exc:
@@ -555,8 +569,10 @@ def _classify(headers: WarcHeaderMap, record_id: str | None, uri: str | None, bl
         return OddRecord("malformed", None, "the record has no WARC-Record-ID", uri)
     charset = charset_parameter(fields.get(b"content-type", b"").decode("latin-1"))
     given = content_type or "text/html"
+    truncated = headers.get("WARC-Truncated")
     return WarcPage(record_id, uri, headers.get("WARC-Date"), body,
-                    f"{given}; charset={charset}" if charset else given)
+                    f"{given}; charset={charset}" if charset else given,
+                    f"WARC-Truncated: {truncated.strip()}" if truncated else cut)
 
 
 def _target_uri(headers: WarcHeaderMap) -> str | None:
@@ -617,55 +633,63 @@ class _TooLargeError(ValueError):
     """A body whose content coding inflates past the record limit."""
 
 
-def _decoded_body(headers: dict[bytes, bytes], body: bytes, limit: int) -> bytes:
-    """The body as the server meant it: crawlers that archive the bytes as they came
-    (Heritrix, wget) keep the chunked transfer coding and the gzip or deflate content
-    coding (RFC 9112 section 7.1, RFC 9110 section 8.4). Common Crawl stores them
-    decoded, and renames the headers, so its bodies pass unchanged. A coded body that
-    inflates past `limit` bytes raises _TooLargeError, with no more than that inflated."""
+def _decoded_body(headers: dict[bytes, bytes], body: bytes, limit: int
+                  ) -> tuple[bytes, str | None]:
+    """The body as the server meant it, and why it is cut short (None: it is whole):
+    crawlers that archive the bytes as they came (Heritrix, wget) keep the chunked
+    transfer coding and the gzip or deflate content coding (RFC 9112 section 7.1, RFC
+    9110 section 8.4). Common Crawl stores them decoded, and renames the headers, so its
+    bodies pass unchanged. A coded body that ends early (a record cut at a size limit,
+    a connection lost) gives what decodes of it; one that does not decode raises
+    ValueError, and one that inflates past `limit` bytes raises _TooLargeError, with no
+    more than that inflated."""
+    cut = None
     if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
-        body = _dechunk(body)
+        body, cut = _dechunk(body)
     coding = headers.get(b"content-encoding", b"").strip().lower()
     if coding in (b"gzip", b"x-gzip", b"deflate"):
         try:
             # 47: a gzip or a zlib header, detected; deflate also comes raw (-15).
-            body = _inflate(body, 47, limit) if coding != b"deflate" or body[:1] == b"\x78" \
-                else _inflate(body, -15, limit)
+            body, whole = _inflate(body, 47, limit) \
+                if coding != b"deflate" or body[:1] == b"\x78" else _inflate(body, -15, limit)
         except zlib.error as exc:
             raise ValueError(f"the {coding.decode()} body does not decompress: {exc}") from None
-    return body
+        if not whole:
+            cut = cut or f"the {coding.decode()} body ends early"
+    return body, cut
 
 
-def _inflate(data: bytes, wbits: int, limit: int) -> bytes:
-    """The stream inflated whole; one cut short (zlib does not raise for that) too. One
-    that inflates past `limit` is stopped there: a small body can be a gzip bomb."""
+def _inflate(data: bytes, wbits: int, limit: int) -> tuple[bytes, bool]:
+    """The stream inflated, and whether it is whole: one cut short gives what inflates
+    of it (zlib does not raise for that). One that inflates past `limit` is stopped
+    there: a small body can be a gzip bomb."""
     decompressor = zlib.decompressobj(wbits)
     inflated = decompressor.decompress(data, limit + 1)
     if len(inflated) > limit:
         raise _TooLargeError(f"the body inflates past {limit:,} bytes")
     inflated += decompressor.flush()
-    if not decompressor.eof:
-        raise zlib.error("the compressed data ends before its end marker")
-    return inflated
+    return inflated, decompressor.eof
 
 
-def _dechunk(body: bytes) -> bytes:
-    """A chunked body's data (chunk extensions and trailers dropped)."""
+def _dechunk(body: bytes) -> tuple[bytes, str | None]:
+    """A chunked body's data (chunk extensions and trailers dropped), and why it is cut
+    short (None: it ends with its last chunk): a body that ends early gives the data up
+    to its end. A chunk size that is no number raises ValueError."""
     parts: list[bytes] = []
     position = 0
     while True:
         line_end = body.find(b"\r\n", position)
         if line_end < 0:
-            raise ValueError("a chunked body ends inside a chunk header")
+            return b"".join(parts), "the chunked body ends early"
         size_field = body[position:line_end].split(b";", 1)[0].strip()
         try:
             size = int(size_field, 16)
         except ValueError:
             raise ValueError(f"a chunk size is not hexadecimal: {size_field[:20]!r}") from None
         if size == 0:
-            return b"".join(parts)
+            return b"".join(parts), None
         start = line_end + 2
-        if start + size > len(body):
-            raise ValueError("a chunked body ends inside a chunk")
         parts.append(body[start:start + size])
+        if start + size > len(body):
+            return b"".join(parts), "the chunked body ends early"
         position = start + size + 2

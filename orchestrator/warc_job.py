@@ -88,11 +88,18 @@ class Tally:
     last_row_at: float | None = None
 
     def odd(self, record: OddRecord, path: Path) -> None:
-        self.counts[record.kind] += 1
-        found = self.examples.setdefault(record.kind, [])
+        self._count(record.kind, path, record.uri or record.record_id, record.detail)
+
+    def cut_short(self, page: WarcPage, path: Path) -> None:
+        """A page whose body is cut short: it gets its row all the same, and the report
+        says how many such rows there are, as the row has no field to say so."""
+        self._count("pages cut short", path, page.uri or page.record_id, page.truncated or "")
+
+    def _count(self, kind: str, path: Path, name: str | None, detail: str) -> None:
+        self.counts[kind] += 1
+        found = self.examples.setdefault(kind, [])
         if len(found) < 3:
-            found.append(f"{path.name}: {record.uri or record.record_id or '(no id)'}: "
-                         f"{record.detail}")
+            found.append(f"{path.name}: {name or '(no id)'}: {detail}")
 
     def other(self, record: OtherRecord) -> None:
         self.counts["other record types"] += 1
@@ -264,10 +271,34 @@ class ParquetSink:
                 [written, pa.Table.from_pylist(rows, schema=row_schema(self.blocks))])
         else:
             table = pa.Table.from_pylist(rows, schema=row_schema(self.blocks))
-        partial = self.path.with_name(self.path.name + ".tmp")
-        pq.write_table(table, partial)
-        partial.replace(self.path)
+        _write_parquet(table, self.path)
         self.journal.path.unlink()
+
+
+def _write_parquet(table: Any, path: Path) -> None:
+    """The table as the Parquet file at `path`, through a temporary file beside it, so a
+    kill leaves the old file or the new one, never a part."""
+    import pyarrow.parquet as pq
+
+    partial = path.with_name(path.name + ".tmp")
+    pq.write_table(table, partial)
+    partial.replace(path)
+
+
+def write_empty_output(out: Path, blocks: bool) -> None:
+    """OUT with no rows where there is none yet, so that a crawl without HTML pages still
+    leaves what the next step of a pipeline reads: an empty JSONL file, a Parquet file
+    of no rows with the rows' schema, a folder of no shards."""
+    if out.exists():
+        return
+    if not _is_file_output(out):
+        out.mkdir(parents=True)
+    elif out.suffix.lower() == ".jsonl":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.touch()
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _write_parquet(row_schema(blocks).empty_table(), out)
 
 
 def row_schema(blocks: bool) -> Any:
@@ -323,6 +354,8 @@ def pending_pages(job: WarcJob, done: set[str], tally: Tally) -> Iterator[WarcPa
                     tally.counts["already written"] += 1
                     continue
                 tally.counts["HTML pages"] += 1
+                if item.truncated:
+                    tally.cut_short(item, path)
                 yield item
             elif isinstance(item, OddRecord):
                 tally.odd(item, path)
@@ -347,6 +380,17 @@ def job_progress(console: Console) -> Progress:
 def job_file(out: Path) -> Path:
     """Where the settings that wrote `out` are kept (module docstring)."""
     return out.with_name(f"{out.name}.job.json") if _is_file_output(out) else out / "job.json"
+
+
+def is_output_file(path: Path, out: Path) -> bool:
+    """Whether `path` is OUT or one of the job's own files beside it (its settings, a
+    Parquet file's journal and temporary file, a folder's shards): an input glob that
+    matches one has matched no WARC."""
+    path, out = path.resolve(), out.resolve()
+    if not _is_file_output(out):
+        return path.is_relative_to(out)
+    own = {out.name, job_file(out).name, f"{out.name}.partial.jsonl", f"{out.name}.tmp"}
+    return path.parent == out.parent and path.name in own
 
 
 def claim_output(job: WarcJob, record: bool = True) -> None:
@@ -386,7 +430,9 @@ def run_job(job: WarcJob, console: Console, ray_address: str | None = None,
     pending = pending_pages(job, done, tally)
     first = next(pending, None)
     if first is None:  # nothing left to do: no workers or cluster started for it
+        claim_output(job)
         sink.close()
+        write_empty_output(job.out, job.blocks)
         return tally
     claim_output(job)
     pages = itertools.chain([first], pending)
@@ -530,15 +576,17 @@ def _http_extract(job: WarcJob, session: aiohttp.ClientSession
 def summary_table(job: WarcJob, tally: Tally, seconds: float) -> Table:
     """The end-of-job report: counts, and a few examples of each odd kind."""
     rate = tally.records_per_second()
+    none = not tally.counts["HTML pages"] and not tally.counts["already written"]
     table = Table(title=f"{job.service} over {len(job.paths)} WARC file(s) in {seconds:,.1f} s"
-                  + (f", {rate:,.1f} records/s after the first" if rate else ""))
+                  + (f", {rate:,.1f} records/s after the first" if rate else "")
+                  + (f": no HTML pages, so {job.out.name} holds no rows" if none else ""))
     table.add_column("records")
     table.add_column("count", justify="right")
     # Folded, not cut: an example is there to find the record by.
     table.add_column("examples", overflow="fold")
-    order = ("HTML pages", "written", "extraction errors", "already written", "not_ok",
-             "not_html", "truncated", "malformed", "too_large", "duplicate_id",
-             "other record types")
+    order = ("HTML pages", "written", "extraction errors", "pages cut short",
+             "already written", "not_ok", "not_html", "truncated", "malformed", "too_large",
+             "duplicate_id", "other record types")
     examples = {**tally.examples, "other record types": [", ".join(
         f"{name} {count:,}" for name, count in tally.other_types.most_common())]}
     for key in order:

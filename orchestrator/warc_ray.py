@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import secrets
+import shutil
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from functools import cache
 from itertools import islice
@@ -70,13 +74,19 @@ def check_address(address: str, timeout_s: float = 5.0) -> None:
 def run_on_ray(job: WarcJob, address: str, pages: Iterator[WarcPage],
                write: Callable[[Row], None]) -> None:
     """Run the job's pages on Ray: `address` "auto" starts a local Ray for the job
-    with `job.workers` CPUs, anything else is a running cluster's address."""
+    with `job.workers` CPUs, and removes its session folder at the end; anything else
+    is a running cluster's address."""
+    if address == "auto":
+        _use_token_of_own()
     import ray
 
+    session: str | None = None
     with contextlib.chdir(_PACKAGES_ROOT):
         if address == "auto":
-            ray.init(num_cpus=job.workers, include_dashboard=False,
-                     logging_level=logging.WARNING, log_to_driver=False)
+            context = ray.init(num_cpus=job.workers, include_dashboard=False,
+                               logging_level=logging.WARNING, log_to_driver=False)
+            # A local start returns a RayContext, which Ray types as its base class.
+            session = context.address_info["session_dir"]  # type: ignore[attr-defined]
         else:
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     try:
@@ -104,3 +114,30 @@ def run_on_ray(job: WarcJob, address: str, pages: Iterator[WarcPage],
                 write(row)
     finally:
         ray.shutdown()
+        if session is not None:
+            _remove_session(session)
+
+
+def _use_token_of_own() -> None:
+    """Token authentication for the local Ray the job starts, with a token of its own.
+    Since Ray 2.59 a local cluster turns it on when RAY_AUTH_MODE is unset, warns that
+    it did, and writes a token to ~/.ray/auth_token if there is none: with the mode set
+    (RAY_AUTH_MODE=token, before Ray is imported: it reads its configuration then) it
+    does not warn, and with a token in RAY_AUTH_TOKEN (which comes first) it writes none.
+    A mode or token the user set is left as it is."""
+    if "RAY_AUTH_MODE" in os.environ or "ray" in sys.modules:
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    if not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")):
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+
+
+def _remove_session(session_dir: str) -> None:
+    """Remove the session folder of a local Ray the job started and stopped (its logs
+    and sockets, about 200 KB a run, which Ray keeps), and the `session_latest` link
+    beside it where that still names it."""
+    shutil.rmtree(session_dir, ignore_errors=True)
+    latest = os.path.join(os.path.dirname(session_dir), "session_latest")
+    with contextlib.suppress(OSError):
+        if os.readlink(latest) == session_dir:
+            os.unlink(latest)

@@ -29,12 +29,13 @@ browser), see shared/workers.py.
 
 A browser leaves no files behind: its HOME is a temporary folder of its own
 (_new_scratch), where Chromium can write no crash dumps at all (it would write one
-per crashed page under $HOME/.config/chromium). That folder goes with the browser,
-and with it what a killed browser leaves in the temporary folder: the profile that
+per crashed page under $HOME/.config/chromium), and which holds the driver's
+artifacts folder for it (which the driver would otherwise make in the temporary
+folder, and leave there when it is killed). That folder goes with the browser, and
+with it what a killed browser leaves in the temporary folder: the profile that
 Playwright's driver made for it (about a megabyte) and the folder of its singleton
 socket. A process killed together with its browser (a worker past its time limit,
 or as its service stops) leaves them to the next browser launched on the machine.
-Only the empty playwright-artifacts folder of a killed driver stays.
 
 An element's XPath is lxml's getpath form, as shared.flatpage.FlatPage.path gives it
 (/html/body/div[2]/p: an index only where the parent has several children of that
@@ -253,7 +254,7 @@ class Renderer:
         self._playwright = sync_playwright().start()
         self._browser = self._playwright.chromium.launch(
             executable_path=chromium_path(), headless=True, args=_LAUNCH_ARGS,
-            env=_browser_env(scratch),
+            env=_browser_env(scratch), artifacts_dir=os.path.join(scratch, "artifacts"),
             proxy={"server": _DEAD_PROXY, "bypass": ""}, chromium_sandbox=False,
             handle_sigint=False, handle_sigterm=False, handle_sighup=False)
         session = self._browser.new_browser_cdp_session()

@@ -294,13 +294,10 @@ def isolated() -> Iterator[tuple[Path, Path, dict[str, str]]]:
 
 def left_in(*folders: Path, wait_s: float = 10) -> list[str]:
     """What is left in `folders` once Playwright's driver, which outlives the process
-    by a moment, has had its time to remove its own; but for the empty folder that a
-    killed driver leaves (see shared/layout.py)."""
+    by a moment, has had its time to remove its own."""
     deadline = time.monotonic() + wait_s
     while True:
-        left = sorted(str(path) for folder in folders for path in folder.rglob("*")
-                      if not (path.name.startswith("playwright-artifacts-")
-                              and path.is_dir() and not any(path.iterdir())))
+        left = sorted(str(path) for folder in folders for path in folder.rglob("*"))
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)

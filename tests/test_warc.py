@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import gzip
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,9 +32,9 @@ CLI = [sys.executable, "-P", "-c", "from orchestrator.cli import app; app()"]
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n"
 
 
-def run_cli(*args: str, timeout: float = 120, cwd: Path = REPO
-            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=cwd,
+def run_cli(*args: str, timeout: float = 120, cwd: Path = REPO,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -182,8 +184,15 @@ def test_ray_gives_the_same_rows_and_resumes(crawl: tuple[Path, list[Response]],
     """A killed Ray job's shard (two rows and a torn third) is resumed on a local Ray:
     the folder ends with every row of the in-process job, once. The job starts in a
     folder holding folders named like the packages, which Ray's workers must not take
-    for them."""
+    for them. The local Ray leaves nothing behind: no session folder (its logs), no
+    token in HOME, and no warning that token authentication is on."""
     pytest.importorskip("ray", reason="Ray is not installed (the `ray` extra)")
+    # Ray's folder for the test alone, short: its sockets' paths may have 107 bytes.
+    ray_temp = Path(tempfile.mkdtemp(prefix="ray-"))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")},
+           "RAY_TMPDIR": str(ray_temp), "HOME": str(home)}
     work = tmp_path / "work"
     for decoy in ("shared/datasets", "services/bte", "orchestrator"):
         (work / decoy).mkdir(parents=True)
@@ -192,10 +201,17 @@ def test_ray_gives_the_same_rows_and_resumes(crawl: tuple[Path, list[Response]],
     rows = warc_rows[0]
     (out / "part-00000.jsonl").write_bytes(
         b"".join(orjson.dumps(r) + b"\n" for r in rows[:2]) + orjson.dumps(rows[2])[:30])
-    done = run_cli("extract", "--warc", str(crawl[0]), "--service", SERVICE, "--out", str(out),
-                   "--ray", "auto", "--workers", "2", "--shard-rows", "2", timeout=240,
-                   cwd=work)
+    try:
+        done = run_cli("extract", "--warc", str(crawl[0]), "--service", SERVICE, "--out",
+                       str(out), "--ray", "auto", "--workers", "2", "--shard-rows", "2",
+                       timeout=240, cwd=work, env=env)
+        left = sorted(path.name for path in (ray_temp / "ray").iterdir())
+    finally:
+        shutil.rmtree(ray_temp)
     assert done.returncode == 0, done.stderr
+    assert left == []
+    assert not (home / ".ray").exists()
+    assert "Token authentication" not in done.stderr
     assert sorted(p.name for p in out.glob("part-*.jsonl")) == [
         "part-00000.jsonl", "part-00001.jsonl", "part-00002.jsonl"]
 
@@ -344,12 +360,16 @@ def test_transfer_and_content_codings_are_undone(tmp_path: Path) -> None:
                  headers=(("Content-Encoding", "gzip"),)),
     ])
     items = list(read_warc(path))
-    assert [i.body for i in items if isinstance(i, WarcPage)] == [html] * 3
+    found = [i for i in items if isinstance(i, WarcPage)]
+    assert [i.body for i in found[:3]] == [html] * 3
+    # A body cut short is the part of the page it holds (tests/test_warc_records.py).
+    assert (found[3].uri, found[3].truncated) == ("https://a.example/6",
+                                                  "the gzip body ends early")
+    assert html.startswith(found[3].body)
     odd = [i for i in items if isinstance(i, OddRecord)]
     assert [(i.kind, i.detail.split(":")[0]) for i in odd] == [
         ("malformed", "the gzip body does not decompress"),
-        ("malformed", "a chunk size is not hexadecimal"),
-        ("malformed", "the gzip body does not decompress")]
+        ("malformed", "a chunk size is not hexadecimal")]
 
 
 def test_the_benchmark_builds_its_warc_and_times_the_middle_of_a_job(
@@ -583,3 +603,59 @@ def test_an_output_under_a_file_is_refused_saying_so(
     message = " ".join(done.output.replace("\u2502", " ").split())
     assert "is a file, not a folder" in message
     assert "File exists" not in message
+
+
+@pytest.mark.parametrize("name", ["rows.jsonl", "rows.parquet", "shards"])
+def test_a_crawl_without_html_pages_writes_an_output_of_no_rows(tmp_path: Path,
+                                                                name: str) -> None:
+    """The next step of a pipeline reads OUT whatever the crawl held: a crawl of PDFs
+    leaves it with no rows (a Parquet file with the rows' schema), and the report says
+    why. A re-run finds it as its own."""
+    import pyarrow.parquet as pq
+
+    from orchestrator.warc_job import row_schema
+
+    path = tmp_path / "documents.warc.gz"
+    write_warc(path, [Response("https://a.example/report.pdf", PDF, "application/pdf")])
+    out = tmp_path / "out" / name
+    args = ["extract", "--warc", str(path), "--service", SERVICE, "--out", str(out),
+            "--blocks"]
+    for _ in range(2):
+        done = CliRunner().invoke(app, args, terminal_width=300)
+        assert done.exit_code == 0, done.output
+        assert f"no HTML pages, so {name} holds no rows" in " ".join(done.output.split())
+        if name == "shards":
+            assert sorted(p.name for p in out.iterdir()) == ["job.json"]
+        elif name == "rows.jsonl":
+            assert out.read_bytes() == b""
+        else:
+            assert pq.read_table(out).num_rows == 0
+            assert pq.read_schema(out).equals(row_schema(True))
+
+
+@pytest.mark.parametrize("name", ["rows.parquet", "shards"])
+def test_a_glob_that_matches_the_output_leaves_the_outputs_own_files_out(
+        crawl: tuple[Path, list[Response]], tmp_path: Path, name: str) -> None:
+    """`--warc 'crawl/*'` with OUT in crawl/: a re-run's glob matches OUT and what the
+    job keeps beside it (its settings, a Parquet file's journal, a folder of shards),
+    which are no WARCs: they are left out, and said so in one line."""
+    folder = tmp_path / "crawl"
+    folder.mkdir()
+    shutil.copy(crawl[0], folder / "crawl.warc.gz")
+    out = folder / name
+    args = ["extract", "--warc", str(folder / "*"), "--service", SERVICE, "--out", str(out),
+            "--workers", "1", "--shard-rows", "2"]
+    first = CliRunner().invoke(app, args, terminal_width=300)
+    assert first.exit_code == 0, first.output
+    if name == "rows.parquet":  # as a job killed before its journal joined the file
+        out.with_name(out.name + ".partial.jsonl").write_bytes(b"")
+    again = CliRunner().invoke(app, args, terminal_width=300)
+    assert again.exit_code == 0, again.output
+    assert "left out of the input, as the output's own files: " in again.output
+    counts = {line.split("│")[1].strip(): line.split("│")[2].strip()
+              for line in again.output.splitlines() if line.count("│") >= 3}
+    assert (counts["already written"], counts["malformed"]) == ("5", "1")  # the crawl's own
+    assert "over 1 WARC file(s)" in again.output
+    only_out = CliRunner().invoke(app, [*args[:2], str(out), *args[3:]])
+    assert only_out.exit_code == 2
+    assert "no WARC file is left" in only_out.output

@@ -27,12 +27,15 @@ PAGE = b"<html><head><title>t</title></head><body><p>" + b"words of the page " *
 
 def record(block: bytes, uri: str | None = "https://a.example/", *, version: str = "1.1",
            record_type: str = "response", content_type: str = "application/http; msgtype=response",
-           declared: int | None = None, record_id: str | None = None) -> bytes:
-    """One WARC record around `block` as it is (`declared`: another Content-Length)."""
+           declared: int | None = None, record_id: str | None = None,
+           truncated: str | None = None) -> bytes:
+    """One WARC record around `block` as it is (`declared`: another Content-Length;
+    `truncated`: the WARC-Truncated reason of a block its crawler cut)."""
     head = (f"WARC/{version}\r\nWARC-Type: {record_type}\r\n"
             f"WARC-Record-ID: {record_id or f'<urn:uuid:{uuid.uuid4()}>'}\r\n"
             "WARC-Date: 2024-05-01T12:00:00Z\r\n"
             + (f"WARC-Target-URI: {uri}\r\n" if uri is not None else "")
+            + (f"WARC-Truncated: {truncated}\r\n" if truncated else "")
             + f"Content-Type: {content_type}\r\n"
             f"Content-Length: {len(block) if declared is None else declared}\r\n\r\n")
     return head.encode() + block + b"\r\n\r\n"
@@ -163,6 +166,85 @@ def test_a_content_length_past_the_end_of_the_file_in_the_middle_costs_that_reco
     assert [p.uri for p in pages(items)] == ["https://a.example/0", "https://a.example/1"]
     assert [(o.kind, o.record_id) for o in odd(items)] == [
         ("malformed", "<urn:h>"), ("truncated", "<urn:cut>")]
+
+
+# A page that gzip does not shrink to a few bytes, so that half its gzip body holds
+# words: every word differs from the last.
+LONG_PAGE = b"<html><head><title>t</title></head><body><p>" + b" ".join(
+    b"word%d" % (n * 7919 % 100_003) for n in range(4000)) + b"</p></body></html>"
+
+
+def chunked(body: bytes, size: int = 1000) -> bytes:
+    """`body` in the chunked transfer coding (RFC 9112, section 7.1), chunks of `size`."""
+    return b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + size]), body[i:i + size])
+                    for i in range(0, len(body), size)) + b"0\r\n\r\n"
+
+
+def coded_response(body: bytes, *codings: str) -> bytes:
+    """An HTTP response whose body is already in `codings` ("chunked", "gzip")."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+    if "gzip" in codings:
+        head += b"Content-Encoding: gzip\r\n"
+    if "chunked" in codings:
+        head += b"Transfer-Encoding: chunked\r\n"
+    return head + b"\r\n" + body
+
+
+_GZIPPED = gzip.compress(LONG_PAGE)
+
+
+@pytest.mark.parametrize(("response", "truncated", "reason"), [
+    (coded_response(_GZIPPED[:len(_GZIPPED) // 2], "gzip"), "length", "WARC-Truncated: length"),
+    (coded_response(_GZIPPED[:len(_GZIPPED) // 2], "gzip"), None, "the gzip body ends early"),
+    (coded_response(chunked(LONG_PAGE)[:len(LONG_PAGE) // 2], "chunked"), "length",
+     "WARC-Truncated: length"),
+    (coded_response(chunked(LONG_PAGE)[:5010], "chunked"), None,
+     "the chunked body ends early"),  # inside the size line of the sixth chunk
+    (coded_response(chunked(_GZIPPED)[:len(_GZIPPED) // 2], "chunked", "gzip"), "time",
+     "WARC-Truncated: time"),
+    (message(LONG_PAGE[:len(LONG_PAGE) // 2]), "length", "WARC-Truncated: length"),
+], ids=["gzip", "gzip unsaid", "chunked", "chunked in a size", "chunked gzip", "plain"])
+def test_a_page_cut_short_is_the_page_it_holds(
+        tmp_path: Path, response: bytes, truncated: str | None, reason: str) -> None:
+    """A crawler that stops a download at a size or time limit says so in WARC-Truncated
+    (ISO 28500, section 5.13), and archives the bytes that came, coded as they came; a
+    lost connection leaves a coded body that ends early. A browser shows what arrived:
+    so is the page, the part of it that decodes, and it says why it is cut."""
+    (page,) = pages(read(tmp_path, record(response, truncated=truncated)))
+    assert len(page.body) > 1000
+    assert LONG_PAGE.startswith(page.body)
+    assert page.truncated == reason
+
+
+def test_a_response_whose_http_head_is_cut_is_malformed(tmp_path: Path) -> None:
+    """Without the end of its head, the response has no body: no page is there."""
+    items = read(tmp_path, record(message()[:30], truncated="length"), record(message()))
+    assert len(pages(items)) == 1
+    assert [(o.kind, o.detail) for o in odd(items)] == [
+        ("malformed", "the response holds no HTTP message")]
+
+
+def test_a_page_cut_short_gets_its_row_and_the_report_counts_it(tmp_path: Path) -> None:
+    path = tmp_path / "crawl.warc.gz"
+    path.write_bytes(b"".join(gzip.compress(r) for r in (
+        record(coded_response(_GZIPPED[:len(_GZIPPED) // 2], "gzip"), "https://a.example/cut",
+               truncated="length"),
+        record(message(LONG_PAGE), "https://a.example/whole"))))
+    out = tmp_path / "rows.jsonl"
+    done = CliRunner().invoke(app, ["extract", "--warc", str(path), "--service", SERVICE,
+                                    "--out", str(out), "--workers", "1"], terminal_width=200)
+    assert done.exit_code == 0, done.output
+    rows = {r["uri"]: r for r in map(orjson.loads, out.read_bytes().splitlines())}
+    cut, whole = rows["https://a.example/cut"], rows["https://a.example/whole"]
+    assert cut["error"] is None
+    assert 1000 < len(cut["text"]) < len(whole["text"])
+    assert whole["text"].startswith(cut["text"][:1000])
+    counts = report_counts(done.output)
+    assert (counts["HTML pages"], counts["pages cut short"], counts["malformed"]) == \
+        ("2", "1", "0")
+    examples = "".join(line.split("│")[3].strip() for line in done.output.splitlines()
+                       if line.count("│") >= 4)  # folded lines joined, their spaces lost
+    assert "https://a.example/cut:WARC-Truncated:length" in examples.replace(" ", "")
 
 
 def test_bytes_between_records_are_reported_and_reading_goes_on(tmp_path: Path) -> None:
