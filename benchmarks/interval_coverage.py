@@ -32,14 +32,19 @@ differences are not resampling noise), with scipy where scipy has the method:
   chapter 12.5);
 - symmetric bootstrap-t: mean ± the 95% quantile of |t*| times the standard error
   (Hall 1988, Journal of the Royal Statistical Society B 50(1));
+- beta bootstrap-t: the bootstrap-t with every page weighted by an independent
+  Beta(1/2, 3/2) draw instead of resampled whole (Owen 2025, "Better bootstrap t
+  confidence intervals for the mean", arXiv:2508.10083);
 - orchestrator.statistics: the project's own bootstrap_cis, as a report computes it:
-  bootstrap-t, or Student's t where more than 2.5% of the resamples have no spread
-  (the bootstrap-t interval is then unbounded), from one set of resamples drawn with
-  its fixed seed for every sample of a size.
+  from 20 pages the bootstrap-t, below that the beta bootstrap-t on the arcsine scale,
+  either way Student's t where more than 2.5% of the resamples have no spread (the
+  bootstrap-t interval is then unbounded), from one set of resamples drawn with its
+  fixed seed for every sample of a size.
 Every interval is clipped to the range the values can take ([0, 1] for F1, [-1, 1]
 for a difference), as the reports clip theirs; clipping never uncovers the mean, so
 it changes widths only. Besides coverage: how often the interval misses on each
-side, and its median width.
+side, its median width, and how often it spans 90% of the range or more ([0, 1] or
+nearly: an interval that says nothing).
 
 The per-page F1 are stored in the results JSON; --populations FILE reads them from
 such a file instead of running the extractors (the simulation alone takes a few
@@ -116,7 +121,9 @@ POPULATIONS = (
 
 MODULE = "orchestrator.statistics"
 METHODS = ("percentile", "BCa", "expanded percentile", "Student t", "bootstrap-t",
-           "symmetric bootstrap-t", MODULE)
+           "symmetric bootstrap-t", "beta bootstrap-t", MODULE)
+WIDE = 0.9
+"""An interval spanning this share of the values' range or more says nothing."""
 
 
 def page_f1(job: tuple[PageTask, tuple[str, ...]]) -> tuple[str, str, dict[str, float]]:
@@ -198,6 +205,14 @@ def intervals(sample: NDArray[np.float64], rng: np.random.Generator, resamples: 
     # Order statistics of t*, as Efron and Tibshirani define its quantiles.
     t_low, t_high = np.quantile(t_star, [0.025, 0.975], axis=1, method="inverted_cdf")
     t_abs = np.quantile(np.abs(t_star), LEVEL, axis=1, method="inverted_cdf")
+    # Beta(1/2, 3/2) weights, normalised: no page is left out, so se* is never 0.
+    weights = rng.beta(0.5, 1.5, size=(resamples, n))
+    weights /= weights.sum(axis=1, keepdims=True)
+    centred = sample - mean[:, None]
+    shift = centred @ weights.T  # samples x B: mean* - mean
+    spread = np.maximum(np.square(centred) @ weights.T - np.square(shift), 0.0)
+    beta_t = shift / np.maximum(np.sqrt(spread / (n - 1)), 1e-12)
+    beta_low, beta_high = np.quantile(beta_t, [0.025, 0.975], axis=1, method="inverted_cdf")
     module = np.array(bootstrap_cis(sample, resamples=resamples, level=LEVEL, bounds=bounds))
     found = {
         "percentile": _scipy_interval(sample, means, "percentile", LEVEL),
@@ -206,6 +221,7 @@ def intervals(sample: NDArray[np.float64], rng: np.random.Generator, resamples: 
         "Student t": (mean - t_quantile * se, mean + t_quantile * se),
         "bootstrap-t": (mean - t_high * se, mean - t_low * se),
         "symmetric bootstrap-t": (mean - t_abs * se, mean + t_abs * se),
+        "beta bootstrap-t": (mean - beta_high * se, mean - beta_low * se),
         MODULE: (module[:, 0], module[:, 1]),
     }
     return {m: (np.clip(low, *bounds), np.clip(high, *bounds)) for m, (low, high) in found.items()}
@@ -214,7 +230,8 @@ def intervals(sample: NDArray[np.float64], rng: np.random.Generator, resamples: 
 def simulate(values: NDArray[np.float64], n: int, repetitions: int, resamples: int,
              rng: np.random.Generator, bounds: tuple[float, float]
              ) -> dict[str, dict[str, float]]:
-    """Coverage, misses on each side and median width of each method at sample size n."""
+    """Coverage, misses on each side, median width and the share of intervals that span
+    WIDE of the range or more, of each method at sample size n."""
     truth = float(values.mean())
     samples = rng.choice(values, size=(repetitions, n), replace=True)
     chunk = max(1, _CHUNK_CELLS // (resamples * n))
@@ -235,6 +252,7 @@ def simulate(values: NDArray[np.float64], n: int, repetitions: int, resamples: i
             "miss_above": float(np.mean(low > truth)),
             "undefined": float(np.mean(undefined)),
             "median_width": float(np.median(np.where(undefined, np.inf, high - low))),
+            "wide": float(np.mean(high - low >= WIDE * (bounds[1] - bounds[0]))),
         }
     return out
 
@@ -289,7 +307,12 @@ def markdown(results: dict[str, dict[str, dict[str, dict[str, float]]]],
               *_table("population", results, sizes,
                       lambda c: f"{100 * c['miss_below']:.1f} / {100 * c['miss_above']:.1f}"),
               "", "## Median width", "",
-              *_table("population", results, sizes, lambda c: f"{c['median_width']:.3f}")]
+              *_table("population", results, sizes, lambda c: f"{c['median_width']:.3f}"),
+              "", f"## Intervals spanning {100 * WIDE:.0f}% of the range or more (%)", "",
+              "[0, 1] or nearly, for F1 ([-1, 1] for a difference): an interval that says "
+              "nothing, which covers the mean whatever it is.", "",
+              *_table("population", results, sizes,
+                      lambda c: f"{100 * c['wide']:.1f}")]
     undefined = {f"{pop} n = {n} {m}": c["undefined"] for pop, by_n in results.items()
                  for n, cells in by_n.items() for m, c in cells.items() if c["undefined"]}
     if undefined:

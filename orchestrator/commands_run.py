@@ -279,10 +279,13 @@ def run(
             spec, run_id = _new_run(db, config, rows, rank_by)
             finished = False
         with _stop_signals() as stop:
-            results = (_finished_results(db, run_id, spec) if finished
-                       else _execute(db, run_id, spec, config, stop))
-        warnings = db.details(run_id)["warnings"]
-    _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
+            try:
+                results = (_finished_results(db, run_id, spec) if finished
+                           else _execute(db, run_id, spec, config, stop))
+                warnings = db.details(run_id)["warnings"]
+                _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
+            except KeyboardInterrupt:  # the results are stored: the hint prints them again
+                _interrupted(run_id, config.store_path)
 
 
 @app.command()
@@ -319,9 +322,12 @@ def score(
     with _store_failures(db):
         spec, run_id = _new_run(db, config, rows, rank_by, services=[])
         with _stop_signals() as stop:
-            results = _execute(db, run_id, spec, config, stop)
-        warnings = db.details(run_id)["warnings"]
-    _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
+            try:
+                results = _execute(db, run_id, spec, config, stop)
+                warnings = db.details(run_id)["warnings"]
+                _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
+            except KeyboardInterrupt:
+                _interrupted(run_id, config.store_path)
 
 
 def _held_elsewhere(info: RunInfo) -> NoReturn:
@@ -475,6 +481,15 @@ def _stop_signals() -> Iterator[_StopSignals]:
             signal.signal(sig, handler)
 
 
+def _interrupted(run_id: str, store_path: Path) -> NoReturn:
+    """Exit 130 with the command that resumes the run: how a stop signal ends `run` and
+    `score`, whenever it comes (while the results table prints, the run is finished and
+    that command prints them again)."""
+    console.print(f"[yellow]interrupted; resume with --resume {run_id} --store {store_path}",
+                  soft_wrap=True)
+    raise typer.Exit(130) from None
+
+
 def _local(spec: RunSpec, config: RunConfig) -> bool:
     """Whether the run starts its services (those without a URL given) itself."""
     return spec.local or config.mode == "local"
@@ -559,9 +574,7 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig,
         try:
             return stop.run(execute_run(db, run_id, advance, urls=urls))
         except KeyboardInterrupt:
-            console.print(f"[yellow]interrupted; resume with --resume {run_id} --store "
-                          f"{config.store_path}", soft_wrap=True)
-            raise typer.Exit(130) from None
+            _interrupted(run_id, config.store_path)
         except (DatasetError, PredictionsError) as exc:  # its input files gone or unreadable
             _error(str(exc))
             raise typer.Exit(2) from None

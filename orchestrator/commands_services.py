@@ -261,12 +261,17 @@ def _base_url(url: str, param_hint: str = "--url") -> str:
     return url.rstrip("/")
 
 
-def _check_extract_options(name: str, options: Mapping[str, object]) -> None:
-    """Options the service would refuse, as a usage error (as `run` treats them)."""
+def _check_extract_options(name: str, options: Mapping[str, object],
+                           json_values: bool = True) -> None:
+    """Options the service would refuse, as a usage error (as `run` treats them), and
+    options lacking what the algorithm needs (rss's feed: no run adds it here)."""
     try:
-        check_options({name: options})
+        checked = check_options({name: options}, json_values).get(name)
     except OptionsError as exc:
         raise typer.BadParameter(f"--options: {exc}") from None
+    missing = None if checked is None else checked.missing()
+    if missing is not None:
+        raise typer.BadParameter(f"--options: {name}: {missing}")
 
 
 def _page_bytes(name: str) -> bytes:
@@ -356,8 +361,9 @@ def _extract_warc(patterns: list[str], name: str, out: Path | None,
         raise typer.BadParameter("--warc needs --out (a .jsonl or .parquet file, or a folder)")
     if url is not None and ray_address is not None:
         raise typer.BadParameter("--url and --ray exclude each other")
-    query = query_options(options)
-    _check_extract_options(name, query)
+    _check_extract_options(name, options)
+    query = query_options(options)  # how the pages' requests carry them
+    _check_extract_options(name, query, json_values=False)
     try:
         # A glob such as 'crawl/*' also matches an OUT written beside the WARCs, and the
         # files the job keeps beside OUT: none of them is a WARC.

@@ -173,8 +173,9 @@ def ensemble(
     """Train the ensemble's combiner and write its model file.
 
     Leave-one-dataset-out first, then the default members chosen by cost, then a fit on
-    every page. The members' answers are cached under .cache/ensemble-members (computed
-    once, reused while unchanged)."""
+    every page. The members' answers are cached in ensemble-members under
+    BOILERBENCH_CACHE_DIR, else $XDG_CACHE_HOME/boilerbench, else ~/.cache/boilerbench
+    (computed once, reused while unchanged)."""
     from services.ensemble.model import DEFAULT_MODEL
     from services.ensemble.training import train as train_ensemble
 

@@ -135,8 +135,8 @@ def _mean_ci(metric: MetricSummary | None) -> str:
     return f"{metric.mean:.3f} [{_fmt(metric.ci_low)}, {_fmt(metric.ci_high)}]{mark}"
 
 
-STUDENT_T_NOTE = ("Student's t interval, where the bootstrap-t has no bounds (two or three "
-                  "pages, or nearly every page at one value)")
+STUDENT_T_NOTE = ("Student's t interval, where the bootstrap-t has no bounds (nearly every "
+                  "page at one value, from 20 pages up)")
 
 
 def ranked_by(summary: Summary) -> str:
@@ -155,6 +155,8 @@ def _flags(row: ServiceSummary) -> str:
     if row.in_sample:
         flags.append("in-sample" if row.in_sample_pages >= row.pages
                      else f"in-sample ({row.in_sample_pages} of {row.pages} pages)")
+    if row.in_sample_unknown:
+        flags.append("in-sample unknown")
     return ", ".join(flags)
 
 
@@ -406,7 +408,8 @@ def markdown_summary(run: RunInfo, summary: Summary) -> str:
              "that skipped pages others scored is not ranked (`–`). Flags: `file` a "
              "prediction file; `in-sample` a model scored on the pages it was trained on "
              "(matched by their HTML bytes), `(n of m pages)` where only some of the row's "
-             "pages are.",
+             "pages are; `in-sample unknown` a service whose model file the run has not got "
+             "(see the warnings).",
              "", *_md_table(header, rows)]
     detail_header, details = detail_rows(summary)
     lines += ["", "## Details", "", *_md_table(detail_header, details)]
@@ -576,10 +579,16 @@ def precision_recall_svg(series: list[tuple[str, list[tuple[float, float]], Metr
     return "\n".join(parts)
 
 
+NEAR_ZERO_MEAN = 0.01
+"""A bar plot's mean below this is drawn as an outlined mark as tall as this mean's bar:
+its own bar would be too thin to see, and the row would look missing."""
+
+
 def dataset_bars_svg(datasets: list[str], services: list[str],
                      means: dict[tuple[str, str], MetricSummary]) -> str:
     """Mean word F1 per dataset, one bar per service, with its 95% interval as a line
-    (each bar's title gives both, and says where the interval is Student's t)."""
+    (each bar's title gives both, and says where the interval is Student's t); a mean
+    near 0 is an outlined mark at the axis (NEAR_ZERO_MEAN), which the key explains."""
     width, height, left, right, top, bottom = 900, 380, 70, 170, 30, 70
     x0, x1, y0, y1 = left, width - right, height - bottom, top
     parts = _svg_open("plot-dataset-bars", width, height, "Mean word F1 per dataset",
@@ -593,6 +602,7 @@ def dataset_bars_svg(datasets: list[str], services: list[str],
     def py(v: float) -> float:
         return y0 - v * (y0 - y1)
 
+    near_zero = False
     for g, dataset in enumerate(datasets):
         gx = x0 + g * group_w + group_w * 0.1
         parts.append(f'<text x="{x0 + (g + 0.5) * group_w:.1f}" y="{y0 + 18}" '
@@ -607,10 +617,15 @@ def dataset_bars_svg(datasets: list[str], services: list[str],
             if metric.ci_low is not None and metric.ci_high is not None:
                 interval = (f", 95% interval [{metric.ci_low:.3f}, {metric.ci_high:.3f}]"
                             + (" (Student's t)" if metric.interval == "t" else ""))
-            parts.append(f'<rect class="bar" x="{bx:.1f}" y="{py(metric.mean):.1f}" '
-                         f'width="{bar_w * 0.9:.1f}" height="{y0 - py(metric.mean):.1f}" '
-                         f'fill="{colour}"><title>{escape(service)} on {escape(dataset)}: '
-                         f'mean {metric.mean:.3f}{escape(interval)}</title></rect>')
+            mark = metric.mean < NEAR_ZERO_MEAN
+            near_zero |= mark
+            top_y = py(max(metric.mean, NEAR_ZERO_MEAN))
+            outline = ' stroke="#000" stroke-width="1"' if mark else ""
+            parts.append(f'<rect class="bar{" near-zero" if mark else ""}" x="{bx:.1f}" '
+                         f'y="{top_y:.1f}" width="{bar_w * 0.9:.1f}" '
+                         f'height="{y0 - top_y:.1f}" fill="{colour}"{outline}><title>'
+                         f'{escape(service)} on {escape(dataset)}: mean {metric.mean:.3f}'
+                         f'{escape(interval)}</title></rect>')
             if metric.ci_low is not None and metric.ci_high is not None:
                 cx = bx + bar_w * 0.45
                 parts.append(f'<line class="ci" x1="{cx:.1f}" y1="{py(metric.ci_low):.1f}" '
@@ -624,6 +639,12 @@ def dataset_bars_svg(datasets: list[str], services: list[str],
         parts.append(f'<rect x="{x1 + 14}" y="{ly - 6}" width="12" height="12" '
                      f'fill="{_colour(s)}"/>')
         parts.append(f'<text x="{x1 + 32}" y="{ly + 4}" font-size="12">{escape(service)}</text>')
+    if near_zero:  # the key to the outlined mark, which is no bar of its height
+        ly = top + 10 + 20 * len(services) + 10
+        parts.append(f'<rect x="{x1 + 14}" y="{ly - 2}" width="12" height="4" fill="#777" '
+                     'stroke="#000" stroke-width="1"/>')
+        parts.append(f'<text x="{x1 + 32}" y="{ly + 4}" font-size="12">mean under '
+                     f'{NEAR_ZERO_MEAN}</text>')
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -795,7 +816,9 @@ def render_html(run: RunInfo, summary: Summary, results: Sequence[PageResult],
         "ROUGE-LSum: per-page mean F1, <i>(n of m pages)</i> where pages too long for it "
         "are left out. Flags: <i>file</i> a prediction file, <i>in-sample</i> "
         "a model scored on the pages it was trained on (matched by their HTML bytes), "
-        "<i>(n of m pages)</i> where only some of the row's pages are. Errors count as "
+        "<i>(n of m pages)</i> where only some of the row's pages are, <i>in-sample "
+        "unknown</i> a service whose model file the run has not got (see the warnings). "
+        "Errors count as "
         "empty output; skipped pages are left out, and a row that skipped pages others "
         "scored is not ranked (–).</p>",
         _html_table(header, rows, "results-table"),

@@ -76,7 +76,7 @@ import aiohttp
 import orjson
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from orchestrator.insample import trained_pages
+from orchestrator.insample import served_trainings, trained_pages
 from orchestrator.models import PageResult, PageScores, RunInfo
 from orchestrator.predictions import (
     MISSING,
@@ -189,6 +189,19 @@ class RunSpec(BaseModel):
     """Service -> test set -> ids of its pages the service's model was trained on,
     matched by their HTML when the run was created (orchestrator.insample); None for a
     run recorded before, whose in-sample flags go by the test sets' names."""
+    unknown_training: list[str] = Field(default_factory=list)
+    """Services called over HTTP whose /info named a model file this orchestrator has
+    not got (insample.served_trainings): their rows are flagged as in-sample unknown."""
+
+    @property
+    def served_urls(self) -> dict[str, str]:
+        """The services called over HTTP at an address the run does not start them on
+        (every one, or with `local` those given a URL), by name: they may run with a
+        model file other than this environment's."""
+        if self.backend != "http":
+            return {}
+        return {name: self.url(name) for name in self.called_services
+                if not self.local or name in self.urls}
 
     @model_validator(mode="after")
     def _some_row(self) -> RunSpec:
@@ -517,7 +530,9 @@ def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (
                memory: Sequence[Dataset] = (), run_id: str | None = None) -> str:
     """Record a new run (status pending) on folder test sets and in-memory ones (whose
     pages go into the store); returns its id. Raises DatasetError for a missing folder,
-    or where no test set has a page."""
+    or where no test set has a page. The services it calls over HTTP at addresses it
+    does not start them on are asked which model they load (their /info), which
+    decides their in-sample flags."""
     datasets = [open_source(source) for source in folders]
     sources = list(folders) + [DatasetSource(name=d.name, kind="stored") for d in memory]
     names = [s.name for s in sources]
@@ -540,9 +555,12 @@ def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (
                    for d in all_sets for page_id in d.ids):
             warnings.append(f"{row}: the prediction file {path} names none of the run's "
                             "pages, so each of its pages is an error")
+    served, unknown = served_trainings(spec.served_urls, spec.service_token)
+    warnings.extend(unknown)
     spec = spec.model_copy(update={
         "datasets": sources, "total": sum(len(d.ids) for d in all_sets) * len(spec.rows),
-        "trained_pages": trained_pages(spec.services, all_sets)})
+        "trained_pages": trained_pages(spec.services, all_sets, served),
+        "unknown_training": sorted(s for s, t in served.items() if t is None)})
     run_id = run_id or uuid.uuid4().hex[:12]
     info = RunInfo(id=run_id, datasets=names, services=spec.rows,
                    options={"services": spec.options, "backend": spec.backend,
@@ -1061,9 +1079,9 @@ def _settle(future: asyncio.Future[None]) -> None:
 def run_summary(results: Sequence[PageResult], spec: RunSpec) -> Summary:
     """A run's figures as each of its tables shows them: ranked as the run asks, the
     prediction files, each row's options and the pages its model was trained on known
-    (they decide the in-sample flags)."""
-    return ranked(summarize(results, spec.predictions, spec.options, spec.trained_pages),
-                  spec.rank_by)
+    (they decide the in-sample flags, with the services whose model is unknown)."""
+    return ranked(summarize(results, spec.predictions, spec.options, spec.trained_pages,
+                            spec.unknown_training), spec.rank_by)
 
 
 def run_output_dir(output_folder: Path, run_id: str) -> Path:

@@ -56,10 +56,14 @@ def unused_options(configured: Iterable[str], rows: Sequence[str]) -> str | None
             f"does not call (its rows: {', '.join(rows)}); they are not used")
 
 
-def check_options(options: Mapping[str, Mapping[str, Any]]) -> None:
-    """Raise OptionsError for the first row (a service or a setting of one) whose
-    options its service's model refuses.
-    A service whose code is not installed here is left to judge its own options."""
+def check_options(options: Mapping[str, Mapping[str, Any]], json_values: bool = True
+                  ) -> dict[str, Options]:
+    """Each row's options as its service's model reads them, or OptionsError for the
+    first row (a service or a setting of one) whose options the model refuses:
+    strictly, as a service reads a JSON body's ("70" is no number), or with
+    `json_values` false as it reads a query string's. A service whose code is not
+    installed here is left to judge its own options (and has no entry)."""
+    checked: dict[str, Options] = {}
     for name, values in options.items():
         if service_of(name) not in SERVICES:
             raise OptionsError(f"options for unknown service {name!r}")
@@ -67,8 +71,9 @@ def check_options(options: Mapping[str, Mapping[str, Any]]) -> None:
         if model is None:
             continue
         try:
-            model.model_validate(dict(values))
+            checked[name] = model.model_validate(dict(values), strict=json_values)
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(part) for part in error["loc"]) or "(options)"
             raise OptionsError(f"{name}: option {where!r}: {error['msg']}") from None
+    return checked

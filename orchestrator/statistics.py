@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 from scipy import stats
 
 from orchestrator.field_metrics import ShingleSummary, summarize_shingles
-from orchestrator.insample import TrainedPages, in_sample_pages
+from orchestrator.insample import TrainedPages, in_sample_pages, in_sample_unknown
 from orchestrator.models import METRICS, RANK_KEYS, Counts, PageResult
 
 ALL_DATASETS = "(all)"
@@ -38,6 +38,8 @@ BOOTSTRAP_SEED = 20240601
 """Fixed, so a report's intervals are the same on every run of the same results."""
 FIGURE_RANGE = (0.0, 1.0)
 """Every figure the intervals are of is a fraction (precision, recall, F1, ...)."""
+SMALL_SAMPLE = 20
+"""Below this many pages the interval is the small-sample bootstrap-t (_bootstrap_t)."""
 MIN_PAIRS = 6
 """Fewest non-zero paired differences for a Wilcoxon test: with 5 or fewer, the
 smallest two-sided exact p-value is 2/2^5 = 0.0625, so no test could reject."""
@@ -101,6 +103,9 @@ class ServiceSummary(BaseModel):
     """The service's model was trained on pages of this row (insample.py)."""
     in_sample_pages: int = 0
     """How many of `pages` it was trained on (insample.in_sample_pages)."""
+    in_sample_unknown: bool = False
+    """Which pages its model was trained on is unknown: a service over HTTP loading a
+    model file the orchestrator has not got (insample.in_sample_unknown)."""
     shingle: ShingleSummary | None = None
     """The article-extraction benchmark's shingle metric (field_metrics)."""
     rouge_lsum: MetricSummary | None = None
@@ -151,7 +156,13 @@ class Summary(BaseModel):
 
 
 def _draw_counts(rng: np.random.Generator, rows: int, n: int) -> NDArray[np.float64]:
-    """`rows` resamples of n pages, each as how often every page was drawn."""
+    """`rows` resamples of n pages, each as every page's weight, the weights summing to
+    n: how often the page was drawn, or below SMALL_SAMPLE pages independent
+    Beta(1/2, 3/2) draws scaled to that sum (_bootstrap_t says why)."""
+    if n < SMALL_SAMPLE:
+        weights: NDArray[np.float64] = rng.beta(0.5, 1.5, size=(rows, n))
+        weights *= n / weights.sum(axis=1, keepdims=True)
+        return weights
     draws = rng.integers(0, n, size=(rows, n))
     draws += np.arange(rows)[:, None] * n  # one bincount for all rows
     return np.bincount(draws.ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
@@ -159,7 +170,7 @@ def _draw_counts(rng: np.random.Generator, rows: int, n: int) -> NDArray[np.floa
 
 @functools.lru_cache(maxsize=8)
 def _shared_counts(n: int, resamples: int, seed: int) -> NDArray[np.float64]:
-    """The resample counts for n pages, drawn once and shared by every figure and
+    """The resample weights for n pages, drawn once and shared by every figure and
     service with that many pages (common random numbers; read-only)."""
     counts = _draw_counts(np.random.default_rng(seed), resamples, n)
     counts.flags.writeable = False
@@ -182,10 +193,10 @@ def _resample_counts(n: int, resamples: int,
 
 def bootstrap_cis(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RESAMPLES,
                   seed: int = BOOTSTRAP_SEED, level: float = 0.95,
-                  bounds: tuple[float, float] | None = FIGURE_RANGE
-                  ) -> list[tuple[float, float]]:
-    """Bootstrap-t 95% intervals of the means of the rows of `values` (see
-    _bootstrap_t, which also says which rows fell back to Student's t)."""
+                  bounds: tuple[float, float] = FIGURE_RANGE) -> list[tuple[float, float]]:
+    """Bootstrap-t 95% intervals of the means of the rows of `values`, whose values lie
+    in `bounds` (see _bootstrap_t, which also says which rows fell back to Student's
+    t)."""
     low, high, _ = _bootstrap_t(values, resamples=resamples, seed=seed, level=level,
                                 bounds=bounds)
     return [(float(low[i]), float(high[i])) for i in range(len(low))]
@@ -193,7 +204,7 @@ def bootstrap_cis(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RES
 
 def _bootstrap_t(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RESAMPLES,
                  seed: int = BOOTSTRAP_SEED, level: float = 0.95,
-                 bounds: tuple[float, float] | None = FIGURE_RANGE
+                 bounds: tuple[float, float] = FIGURE_RANGE
                  ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
     """Bootstrap-t intervals of the means of k figures over the same n >= 2 pages
     (values: k x n): the mean minus the quantiles of the resamples' studentized mean
@@ -206,15 +217,32 @@ def _bootstrap_t(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RESA
     76-91% of the time where bootstrap-t covers 89-95% (benchmarks/interval_coverage.py;
     scipy has no bootstrap-t, hence the hand-written one).
 
-    A resample with no spread (all its pages equal) has an unbounded t*. Where more
-    than (1 - level) / 2 of them lie on one side, as with two or three pages or a
-    sample of nearly all one value (12 pages at F1 0 and one at 0.97), the interval
-    would be unbounded too, and Student's t interval is given instead: the third
-    array returned says for which figures. Values all equal give a zero-width
-    interval. Intervals are clipped to `bounds`, which holds every mean, so clipping
-    never uncovers one.
+    Below SMALL_SAMPLE pages that t* is erratic: a resample that drew only a few pages
+    of nearly equal F1 (the 1.0s and 0.998s of 0.818, 0.964, 0.991, 0.998, 0.998, 1, 1,
+    1) has a tiny se*, its t* runs to dozens, and the interval reaches down to 0.38 for
+    those pages, to 0 (spanning [0, 1]) for others as high. Two remedies, both measured
+    on small n (benchmarks/results/interval_coverage.md): the pages are weighted by
+    independent Beta(1/2, 3/2) draws instead of drawn whole, so no resample leaves pages
+    out (Owen 2025, "Better bootstrap t confidence intervals for the mean",
+    arXiv:2508.10083: second-order accurate like the bootstrap-t, never an interval of
+    infinite length), and t* is taken of arcsin(sqrt(p)), p the mean scaled to [0, 1]
+    by `bounds`, with the delta method's standard error: the scale on which a fraction's
+    variance, at most p(1 - p), does not shrink as its mean nears a bound (Efron and
+    Tibshirani 12.6: the bootstrap-t works best on a variance-stabilised scale), so a
+    resample near 1 is not taken for a precise one. At 8 pages 1-4% of the intervals
+    then span 90% of [0, 1] or more (9-45% of the plain bootstrap-t's), and they cover a
+    service's mean 84-89% of the time (the plain bootstrap-t 87-92%, BCa and Student's t
+    79-86%, which would never span so much).
 
-    Vectorised: each resample is a row of page counts, shared by the k figures (and,
+    A resample with no spread (all its pages equal) has an unbounded t*. Where more than
+    (1 - level) / 2 of them lie on one side, as with nearly every page at one value (24
+    at F1 0 and one at 0.97; below SMALL_SAMPLE pages, whose resamples leave no page
+    out, only values that differ by a rounding error), the interval would be unbounded
+    too, and Student's t interval is given instead: the third array returned says for
+    which figures. Values all equal give a zero-width interval. Intervals are clipped to
+    `bounds`, which holds every value and so every mean, so clipping never uncovers one.
+
+    Vectorised: each resample is a row of page weights, shared by the k figures (and,
     cached, by every service with n pages), and the means and spreads come from
     matrix products."""
     data = np.atleast_2d(np.asarray(values, dtype=np.float64))
@@ -233,7 +261,17 @@ def _bootstrap_t(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RESA
         spread[start:stop] = counts @ np.square(centred).T / n
     variance = spread - np.square(shift)  # the resample's, up to rounding
     no_spread = variance <= _ROUNDING * spread
-    t_star = shift / np.sqrt(np.where(no_spread, 1.0, variance) / (n - 1))
+    se_star = np.sqrt(np.where(no_spread, 1.0, variance) / (n - 1))
+    if n < SMALL_SAMPLE:  # on the arcsine scale
+        width = bounds[1] - bounds[0]
+        place = np.clip((mean - bounds[0]) / width, 0.0, 1.0)
+        place_star = np.clip(place + shift / width, 0.0, 1.0)
+        slope_star = 2.0 * np.sqrt(place_star * (1.0 - place_star)) * width  # 1 / g'
+        no_spread |= slope_star == 0.0  # a resample all at a bound
+        t_star = ((np.arcsin(np.sqrt(place_star)) - np.arcsin(np.sqrt(place)))
+                  / se_star * np.where(no_spread, 1.0, slope_star))
+    else:
+        t_star = shift / se_star
     t_star[no_spread] = np.copysign(np.inf, shift[no_spread])
     t_star[no_spread & (shift == 0)] = 0.0
     alpha = round((1.0 - level) / 2.0, 12)  # not 0.025000000000000022, a rank too far
@@ -242,13 +280,27 @@ def _bootstrap_t(values: NDArray[np.float64], *, resamples: int = BOOTSTRAP_RESA
     t_low, t_high = np.quantile(t_star, [alpha, 1.0 - alpha], axis=0, method="inverted_cdf")
     unbounded = ~(np.isfinite(t_low) & np.isfinite(t_high))
     t_level = float(stats.t.ppf(1.0 - alpha, n - 1))
-    low = mean - np.where(unbounded, t_level, t_high) * se
-    high = mean - np.where(unbounded, -t_level, t_low) * se
+    low, high = mean - t_level * se, mean + t_level * se
+    if n < SMALL_SAMPLE:
+        angle = np.arcsin(np.sqrt(place))
+        slope = 2.0 * np.sqrt(place * (1.0 - place)) * width
+        se_angle = se / np.where(slope == 0.0, 1.0, slope)  # at a bound only if flat
+
+        def back(t_end: NDArray[np.float64]) -> NDArray[np.float64]:
+            """The end on the arcsine scale, back on the figure's."""
+            end = np.clip(angle - np.where(unbounded, 0.0, t_end) * se_angle, 0.0, np.pi / 2)
+            figure: NDArray[np.float64] = bounds[0] + width * np.square(np.sin(end))
+            return figure
+
+        low = np.where(unbounded, low, back(t_high))
+        high = np.where(unbounded, high, back(t_low))
+    else:
+        low = np.where(unbounded, low, mean - t_high * se)
+        high = np.where(unbounded, high, mean - t_low * se)
     # Equal values: their mean can be off the value by a rounding error.
     flat = np.ptp(data, axis=1) == 0
     low, high = np.where(flat, mean, low), np.where(flat, mean, high)
-    if bounds is not None:
-        low, high = np.clip(low, *bounds), np.clip(high, *bounds)
+    low, high = np.clip(low, *bounds), np.clip(high, *bounds)
     return low, high, unbounded & ~flat
 
 
@@ -309,9 +361,10 @@ def reason_key(error: str) -> str:
 
 def summarize_service(service: str, dataset: str, results: Sequence[PageResult],
                       source: Literal["service", "file"] = "service",
-                      trained: int = 0) -> ServiceSummary:
+                      trained: int = 0, trained_unknown: bool = False) -> ServiceSummary:
     """The figures of one service over the given page results (one dataset or pooled);
-    `trained`: how many of those pages its model was trained on."""
+    `trained`: how many of those pages its model was trained on; `trained_unknown`:
+    which ones is unknown."""
     scored = [r.scores for r in results if r.scores is not None and r.status != "skipped"]
     shingles = [s.shingle for s in scored if s.shingle is not None]
     rouge = [s.rouge_lsum for s in scored if s.rouge_lsum is not None]
@@ -340,6 +393,7 @@ def summarize_service(service: str, dataset: str, results: Sequence[PageResult],
         source=source,
         in_sample=trained > 0,
         in_sample_pages=trained,
+        in_sample_unknown=trained_unknown,
         shingle=summarize_shingles(shingles) if shingles else None,
         rouge_lsum=describe(rouge) if rouge else None,
         error_reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -426,13 +480,15 @@ def pairwise_tests(results: Sequence[PageResult], datasets: Sequence[str]) -> li
 
 def summarize(results: Sequence[PageResult], files: Collection[str] = (),
               options: Mapping[str, Mapping[str, Any]] | None = None,
-              trained: TrainedPages | None = None) -> Summary:
+              trained: TrainedPages | None = None,
+              unknown: Collection[str] = ()) -> Summary:
     """Figures per service and dataset (plus pooled rows when there are several
     datasets) and the pairwise tests, in a stable order. `files`: the rows that
     are prediction files (never flagged in-sample: their training is unknown);
     `options`: each row's service options; `trained`: the pages each service's model
-    was trained on, matched by content (None: by the test set's name). Both decide the
-    in-sample flags (orchestrator.insample)."""
+    was trained on, matched by content (None: by the test set's name); `unknown`: the
+    services whose model's training pages are unknown. They decide the in-sample flags
+    (orchestrator.insample)."""
     groups: dict[tuple[str, str], list[PageResult]] = defaultdict(list)
     for r in results:
         groups[(r.service, r.dataset)].append(r)
@@ -444,8 +500,10 @@ def summarize(results: Sequence[PageResult], files: Collection[str] = (),
         seen = 0 if is_file else in_sample_pages(
             service, [(r.dataset, r.page_id) for r in pages], (options or {}).get(service),
             trained)
+        untraced = not is_file and in_sample_unknown(service, (options or {}).get(service),
+                                                     unknown)
         return summarize_service(service, dataset, pages, "file" if is_file else "service",
-                                 seen)
+                                 seen, untraced)
 
     rows = [row(s, d, groups[(s, d)]) for s in services for d in datasets if (s, d) in groups]
     if len(datasets) > 1:

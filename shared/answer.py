@@ -19,10 +19,12 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from shared.contract import Algorithm, Block, ErrorReply, ExtractRequest, PageError
+from shared.contract import Algorithm, Block, ErrorReply, ExtractRequest, Options, PageError
 from shared.decoding import NotHTMLError, charset_parameter, check_html, decode_html
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+# How orjson refuses a number past a 64-bit float's range (1e400), which is valid JSON.
+_OUT_OF_RANGE = "number is infinity"
 
 
 class ServiceError(Exception):
@@ -48,13 +50,18 @@ def validation_message(exc: ValidationError, most: int | None = None) -> str:
     )
 
 
+def media_type(content_type: str) -> str:
+    """A Content-Type's media type, without its parameters, in lower case."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
 def body_form(body: bytes, content_type: str, query: Mapping[str, str] | None = None) -> str:
     """The request's media type if it is one of the two body forms, else the matching
     ServiceError (415, 400 for an empty JSON body, 422 for a query string beside a JSON
     body, which would otherwise be ignored unseen). Cheap, so the service process
     refuses such requests at once instead of queueing them for a worker."""
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    if media_type == "application/json":
+    form = media_type(content_type)
+    if form == "application/json":
         if not body or body.isspace():  # no copy of the body, unlike strip()
             raise ServiceError(400, "empty_body", "the body is empty")
         if query:
@@ -63,12 +70,12 @@ def body_form(body: bytes, content_type: str, query: Mapping[str, str] | None = 
                 f"query parameters ({', '.join(sorted(query))}) are read only with a "
                 "text/html body; with a JSON body, give the url and the options in the "
                 "JSON body")
-        return media_type
-    if media_type in HTML_TYPES:
-        return media_type
+        return form
+    if form in HTML_TYPES:
+        return form
     raise ServiceError(
         415, "unsupported_media_type",
-        f"Content-Type {media_type or '(none)'} is not accepted; send application/json "
+        f"Content-Type {form or '(none)'} is not accepted; send application/json "
         "or text/html",
     )
 
@@ -85,6 +92,11 @@ def parse_extract_request(body: bytes, content_type: str, query: dict[str, str])
         try:
             payload = orjson.loads(json_text(body))
         except orjson.JSONDecodeError as exc:
+            if exc.msg.startswith(_OUT_OF_RANGE):  # valid JSON, past what a float holds
+                raise ServiceError(
+                    422, "invalid_request",
+                    f"a number is out of range at line {exc.lineno} column {exc.colno}: "
+                    "numbers are read as 64-bit floats, up to about 1.8e308") from None
             raise ServiceError(400, "malformed_json", _json_problem(body, content_type, exc)
                                ) from None
         if not isinstance(payload, dict):
@@ -137,6 +149,16 @@ def reply_head(algorithm: Algorithm) -> bytes:
     return orjson.dumps({"algorithm": algorithm.name, "version": algorithm.version})[:-1]
 
 
+def request_options(model: type[Options], values: dict[str, Any], json_body: bool) -> Options:
+    """A request's options, or 422 invalid_options. A JSON body's are JSON values, taken
+    only in the types the options schema states ("70" is no number); a query string's
+    are text, read as each option's type."""
+    try:
+        return model.model_validate(values, strict=json_body)
+    except ValidationError as exc:
+        raise ServiceError(422, "invalid_options", validation_message(exc)) from None
+
+
 def answer_extract(algorithm: Algorithm, head: bytes, body: bytes, content_type: str,
                    query: dict[str, str], blocks: bool = True) -> bytes:
     """The 200 reply to one /extract request up to its `blocks` (finish_reply adds the
@@ -144,10 +166,11 @@ def answer_extract(algorithm: Algorithm, head: bytes, body: bytes, content_type:
     and other exceptions are left to the caller (the worker). Without `blocks` the
     reply ends after its text (and details): for callers that keep the text only."""
     request = parse_extract_request(body, content_type, query)
-    try:
-        options = algorithm.options_model.model_validate(request.options)
-    except ValidationError as exc:
-        raise ServiceError(422, "invalid_options", validation_message(exc)) from None
+    options = request_options(algorithm.options_model, request.options,
+                              json_body=media_type(content_type) == "application/json")
+    missing = options.missing()
+    if missing is not None:
+        raise ServiceError(422, "invalid_options", missing)
     result = algorithm.run(request.html, options, request.url)
     details = b"" if result.details is None else b',"details":' + orjson.dumps(result.details)
     reply = (head, b',"text":', orjson.dumps(result.text), details)

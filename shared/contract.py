@@ -6,11 +6,21 @@ clients (to validate them) and the contract tests (to check every service).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 
 @dataclass(slots=True)
@@ -102,6 +112,19 @@ BLOCK_PATH_PATTERN = rf"(/(?:[^/\[\]\s]+|{_NAME_STEP})(\[[1-9][0-9]*\])?)+"
 PathTree = Literal["libxml2", "html5"]
 
 
+class ModelInfo(BaseModel):
+    """The model file a learned service loaded, named by its bytes: a client (the
+    orchestrator's in-sample flags) tells it from another file of the same name."""
+
+    file: str = Field(description="The file's name, without its folder: the shipped "
+                      "model's, or that of the file BOILERBENCH_<NAME>_MODEL names.")
+    sha256: str = Field(description="SHA-256 of the file's bytes as loaded, in hex.")
+    leave_one_dataset_out: dict[str, float] | None = Field(
+        None, description="The word F1 its training recorded on each dataset with the "
+        "model fitted on the other datasets (metadata.leave_one_dataset_out.word_f1); null "
+        "where the file records none.")
+
+
 class ServiceInfo(BaseModel):
     """GET /info: what runs behind a service."""
 
@@ -125,13 +148,35 @@ class ServiceInfo(BaseModel):
     details: dict[str, Any] | None = Field(
         None, description="What else the algorithm tells about itself (the ensemble: its "
         "members, their versions, its model's leave-one-dataset-out figures).")
+    model: ModelInfo | None = Field(
+        None, description="The model file the service loaded (a learned service: density, "
+        "fusion, the ensemble); null for a service without one.")
+
+
+# pydantic's errors for a value of another kind than the option's, whose message names only
+# the kind expected; and the magnitude from which a float stands for no 64-bit integer.
+_KIND_ERRORS = frozenset({"int_type", "float_type", "bool_type", "string_type", "list_type"})
+_INT64_LIMIT = 2.0**63
+
+
+def _json_kind(value: Any) -> str:
+    """What a value is, as a JSON client would call it (a string shown, quoted and cut)."""
+    if isinstance(value, str):
+        return f"a string ({json.dumps(value[:40])})"
+    if isinstance(value, float):
+        return f"a float ({value!r})"
+    kinds = ((bool, "a boolean"), (int, "an integer"), (list, "an array"), (dict, "an object"),
+             (type(None), "null"))
+    return next((name for kind, name in kinds if isinstance(value, kind)),
+                type(value).__name__)
 
 
 class Options(BaseModel):
     """Base of every algorithm's options model: unknown keys are refused (422), and so is
     a boolean for a number (pydantic's lax mode, which query strings need, would read
     JSON true as 1), and inf or nan, which a query string can spell and no JSON number
-    (so no schema) can."""
+    (so no schema) can. A JSON body's options are validated strictly (shared.answer), as
+    the schema states them: "70" is no number there."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -144,6 +189,41 @@ class Options(BaseModel):
             if bool not in kinds and kinds & {int, float}:
                 raise ValueError("a number is expected, not a boolean")
         return value
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _as_json_schema_reads(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """Strict validation (a JSON body's) refuses 70.0 for an integer, which JSON Schema
+        counts as one; pydantic names only the kind it expected ("Input should be a valid
+        integer", for "70" too), and calls a number too large for an integer an
+        unparsable string (JSON parsing hands integers past 64 bits over as floats): take
+        the one, and say what was given for the others, so the client sees what to change."""
+        try:
+            return handler(value)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            if error["loc"] or len(exc.errors()) > 1:
+                raise
+            whole_float = isinstance(value, float) and value.is_integer()
+            if error["type"] == "int_type" and whole_float and abs(value) < _INT64_LIMIT:
+                return handler(int(value))
+            if error["type"] == "int_parsing_size" or (error["type"] == "int_type"
+                                                       and whole_float):
+                raise PydanticCustomError(
+                    "int_out_of_range",
+                    "Input is out of range: too large a number to read as an integer"
+                ) from None
+            if error["type"] in _KIND_ERRORS:
+                raise PydanticCustomError(error["type"], f"{error['msg']}, not {{given}}",
+                                          {"given": _json_kind(value)}) from None
+            raise
+
+    def missing(self) -> str | None:
+        """What a request with these options lacks that the algorithm needs (rss: a
+        feed), as the refusal's message naming the options; None where nothing is
+        missing. A check of its own, not a validation error: options checked before a
+        run lack what the orchestrator adds to each page's request."""
+        return None
 
     def uses_model(self) -> bool:
         """Whether an extraction with these options reads the service's trained model, so

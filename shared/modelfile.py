@@ -7,7 +7,8 @@ file whose header differs, since features computed by other code would silently
 give wrong probabilities. Its metadata lists the digests of the pages it was trained
 on (`page_digest`), so figures on those pages are flagged in-sample whatever the test
 set is called (orchestrator.insample). A service loads its shipped file unless
-BOILERBENCH_<SERVICE>_MODEL names one of the user's own (`load_model`).
+BOILERBENCH_<SERVICE>_MODEL names one of the user's own (`load_model`), and its /info
+names the file it loaded by the SHA-256 of its bytes (`loaded_model`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import Field, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.contract import ModelInfo
 
 LoadedModel = TypeVar("LoadedModel")
 
@@ -100,18 +103,53 @@ def configured_model(service: str) -> Path | None:
     return path
 
 
-def load_model(service: str, shipped: Path, read: Callable[[Path], LoadedModel]
+_LOADED: dict[str, ModelInfo] = {}
+"""Service -> the model file this process last loaded for it (load_model)."""
+
+
+def loaded_model(service: str) -> ModelInfo | None:
+    """The model file this process loaded for `service` (its name, the SHA-256 of the
+    bytes read, its recorded held-out figures), None where it loaded none: what a
+    service's /info reports, so that a client of the service over HTTP judges its
+    in-sample pages by that file, not by its own environment. A service's app loads
+    its model before the app is built (services/<name>/app.py)."""
+    return _LOADED.get(service)
+
+
+def _held_out_figures(data: Any) -> dict[str, float] | None:
+    """metadata.leave_one_dataset_out.word_f1 of a model file, where it has that form."""
+    metadata = data.get("metadata") if isinstance(data, dict) else None
+    held_out = metadata.get("leave_one_dataset_out") if isinstance(metadata, dict) else None
+    figures = held_out.get("word_f1") if isinstance(held_out, dict) else None
+    try:
+        return TypeAdapter(dict[str, float] | None).validate_python(figures)
+    except ValidationError:  # a file of one's own may record them otherwise
+        return None
+
+
+def _load(service: str, path: Path, parse: Callable[[dict[str, Any]], LoadedModel]
+          ) -> LoadedModel:
+    """`parse` of the file's JSON, recorded with the digest of the very bytes parsed."""
+    raw = path.read_bytes()
+    data = json.loads(raw.decode("utf-8"))
+    model = parse(data)
+    _LOADED[service] = ModelInfo(file=path.name, sha256=hashlib.sha256(raw).hexdigest(),
+                                 leave_one_dataset_out=_held_out_figures(data))
+    return model
+
+
+def load_model(service: str, shipped: Path, parse: Callable[[dict[str, Any]], LoadedModel]
                ) -> LoadedModel:
-    """The service's model: `read` of the configured file (configured_model), else of
-    `shipped`. A configured file that does not load (missing, cut short, another
-    service's or version's) raises the ValidationError of a wrong setting, which
-    stops a service at startup with one line naming the variable (shared.serving)
-    instead of failing every page."""
+    """The service's model: `parse` of the configured file's JSON (configured_model),
+    else of `shipped`'s (loaded_model then names it). A configured file that does not
+    load (missing, cut short, another service's or version's) raises the
+    ValidationError of a wrong setting, which stops a service at startup with one line
+    naming the variable (shared.serving) instead of failing every page."""
     path = configured_model(service)
     if path is None:
-        return read(shipped)
+        return _load(service, shipped, parse)
     try:
-        return read(path)
+        return _load(service, path, parse)
     except OSError as exc:
         reason = f"cannot read {path}: {exc.strerror or exc}"
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:

@@ -793,6 +793,22 @@ def test_extract_says_what_is_wrong_with_the_page_named(tmp_path: Path) -> None:
         assert message in result.output, result.output
 
 
+def test_extract_refuses_options_a_json_request_would_be_refused_for(tmp_path: Path) -> None:
+    """Checked before the page is read, as the service would check them: a number given
+    as a string, and rss without its feed (no run adds one to a single page)."""
+    page = str(sorted((SAMPLE / "html").glob("*.html"))[0])
+    cases = {"justext": ('{"length_low": "70"}', 'not a string ("70")'),
+             "rss": ("{}", "give option 'feed'")}
+    for service, (options, message) in cases.items():
+        for form in ([page], ["--warc", page, "--out", str(tmp_path / "rows.jsonl")]):
+            result = CliRunner().invoke(app, ["extract", *form, "--service", service,
+                                              "--in-process", "--options", options],
+                                        terminal_width=300)
+            assert result.exit_code == 2, result.output
+            assert message in result.output, result.output
+    assert not (tmp_path / "rows.jsonl").exists()
+
+
 def test_extract_over_http_prints_only_the_named_services_text() -> None:
     """A --url is used as typed (a trailing slash too), and what answers there must be
     the service named: another one's text, or a server that is no service, is refused

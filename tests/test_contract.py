@@ -21,7 +21,7 @@ from lxml import etree
 from pydantic import ValidationError
 from selectolax.lexbor import LexborHTMLParser
 
-from shared.answer import answer_page
+from shared.answer import ServiceError, answer_page, request_options
 from shared.contract import BLOCK_PATH_PATTERN, ExtractReply, ServiceInfo
 from shared.html import xpath_step
 from shared.registry import SERVICES
@@ -422,23 +422,25 @@ def test_replies_match_the_openapi_document(service: tuple[str, str]) -> None:
 
 
 def _json_candidates(schema: dict[str, Any]) -> list[Any]:
-    """Values of the JSON types an option's schema names, at its edges and past them."""
+    """Values of the JSON types an option's schema names, at its edges and past them, and
+    the loose forms of them that pydantic's lax mode would read: numbers and booleans
+    as strings, 0 and 1 for booleans, 7.5 for an integer, a number for a string."""
     values: list[Any] = [None]
     for kind in schema.get("anyOf", [schema]):
         low = kind.get("minimum", kind.get("exclusiveMinimum"))
         high = kind.get("maximum")
         if kind.get("type") == "integer":
-            values += [7, *(v for v in (low, high) if v is not None),
+            values += [7, 7.0, 7.5, "7", *(v for v in (low, high) if v is not None),
                        *([low - 1] if low is not None else []),
                        *([high + 1] if high is not None else [])]
         elif kind.get("type") == "number":
-            values += [0.5, *(v for v in (low, high) if v is not None),
+            values += [0.5, "0.5", *(v for v in (low, high) if v is not None),
                        *([low - 0.001] if low is not None else []),
                        *([high + 0.001] if high is not None else [])]
         elif kind.get("type") == "boolean":
-            values += [True, False]
+            values += [True, False, "true", 1, 0]
         elif kind.get("type") == "string":
-            values += [*kind.get("enum", []), "", "x", "en", "EN", "English"]
+            values += [*kind.get("enum", []), "", "x", "en", "EN", "English", 7]
         elif kind.get("type") == "array":
             items = kind.get("items", {}).get("enum", [])
             values += [[], ["x"], [""], *([item] for item in items)]
@@ -447,9 +449,10 @@ def _json_candidates(schema: dict[str, Any]) -> list[Any]:
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
 def test_the_options_schema_takes_what_the_service_takes(name: str) -> None:
-    """Each option alone, at and past its edges in the JSON types its schema names: the
-    service takes a value exactly where /info's schema does, so a client that checks
-    its options against the schema learns of a refusal before sending them."""
+    """Each option alone in a JSON body, at and past its edges in the JSON types its
+    schema names and in loose forms of them: the service takes a value exactly where
+    /info's schema does, so a client that checks its options against the schema learns
+    of a refusal before sending them."""
     model = SERVICES[name].algorithm().options_model
     schema = model.model_json_schema()
     validator = Draft202012Validator(schema)
@@ -457,9 +460,9 @@ def test_the_options_schema_takes_what_the_service_takes(name: str) -> None:
     for option, option_schema in schema["properties"].items():
         for value in _json_candidates(option_schema):
             try:
-                model.model_validate({option: value})
+                request_options(model, {option: value}, json_body=True)
                 taken = True
-            except ValidationError:
+            except ServiceError:
                 taken = False
             if taken != validator.is_valid({option: value}):
                 disagreements.append(f"{option}={value!r}: the service "

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -493,3 +496,30 @@ def test_training_cache_computes_again_a_file_cut_short(
         assert said == ["set: computing bte on 1 pages"]
         assert "plain words" in (answers[("set", "a")]["bte"].text or "")
     assert sorted(p.name for p in stored.parent.iterdir()) == ["bte.json.gz"]
+
+
+def test_training_cache_lives_in_the_users_cache_folder(tmp_path: Path) -> None:
+    """BOILERBENCH_CACHE_DIR, else $XDG_CACHE_HOME/boilerbench, else
+    ~/.cache/boilerbench: never the repository, which an installed package may not be
+    able to write. Each case in a fresh process, as the setting is read at import."""
+    home, xdg, own = tmp_path / "home", tmp_path / "xdg", tmp_path / "own"
+    dataset = one_page_set(tmp_path / "set")
+    ask = ("import sys; from pathlib import Path; from services.ensemble import cache; "
+           "cache.member_answers([Path(sys.argv[1])], ['bte'], 1); print(cache.CACHE_DIR)")
+    cases = {(own, None): own / "ensemble-members",
+             (None, xdg): xdg / "boilerbench" / "ensemble-members",
+             ("", "relative/ignored"): home / ".cache" / "boilerbench" / "ensemble-members"}
+    for (cache_dir, xdg_home), expected in cases.items():
+        env = {key: value for key, value in os.environ.items()
+               if key not in ("BOILERBENCH_CACHE_DIR", "XDG_CACHE_HOME")}
+        env["HOME"] = str(home)
+        if cache_dir is not None:
+            env["BOILERBENCH_CACHE_DIR"] = str(cache_dir)
+        if xdg_home is not None:
+            env["XDG_CACHE_HOME"] = str(xdg_home)
+        done = subprocess.run([sys.executable, "-c", ask, str(dataset)], cwd=REPO_ROOT,
+                              env=env, capture_output=True, text=True, timeout=120,
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == str(expected)
+        assert (expected / "set" / "bte.json.gz").is_file(), expected

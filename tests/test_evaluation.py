@@ -187,6 +187,20 @@ def test_the_api_refuses_a_bad_option_with_422(tmp_path: Path) -> None:
     assert "length_low" in reply.json()["detail"]
 
 
+def test_the_api_refuses_a_number_given_as_a_string_as_the_service_would(tmp_path: Path
+                                                                          ) -> None:
+    """Options go to the services in JSON bodies, which take them only in the types the
+    schema states: "70" for a number would fail every page of the run."""
+    config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out")
+    app = create_app(ApiSettings(resume=False), config)
+    with TestClient(app) as client:
+        reply = client.post("/runs", json={"dataset": str(SAMPLE), "services": ["justext"],
+                                           "options": {"justext": {"length_low": "70"}}})
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["detail"].startswith("justext: option 'length_low'")
+    assert '"70"' in reply.json()["detail"]
+
+
 def test_the_api_checks_a_settings_row_and_its_options(tmp_path: Path) -> None:
     """`justext@german` is justext with that row's options: checked by justext's own
     options model; a label that is no label, or no service before the mark, is a 422."""

@@ -3,6 +3,8 @@ digests of their HTML bytes, not by the test set's name (orchestrator.insample).
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import json
 import shutil
 from collections.abc import Sequence
@@ -21,6 +23,7 @@ from orchestrator.testsets import Dataset, open_dataset_file
 from shared.decoding import decode_html
 from shared.modelfile import PAGE_DIGESTS, page_digest
 from tests.helpers import write_test_set
+from tests.servers import serve_process
 
 LEARNED = ("fusion", "density", "ensemble")
 OWN = {f"own-{i}": (f"<html><body><p>A page of our own, number {i}.</p></body></html>",
@@ -37,9 +40,11 @@ def run(tmp_path: Path, services: Sequence[str], folders: Sequence[Path],
         memory: Sequence[Dataset] = (), options: dict[str, dict[str, Any]] | None = None
         ) -> Summary:
     """A run created on the test sets as the CLI and the API create one, every row
-    scoring every page, summarised as its tables are."""
+    scoring every page, summarised as its tables are. Its extractors run in this
+    process's workers (embedded), so this environment's model files decide the flags."""
     store = Store(tmp_path / "store.sqlite")
-    spec = RunSpec(datasets=[], services=list(services), options=options or {})
+    spec = RunSpec(datasets=[], services=list(services), options=options or {},
+                   backend="embedded")
     run_id = create_run(store, spec, [folder_source(f.name, f / "html", f / "content", None)
                                       for f in folders], memory)
     spec = RunSpec.model_validate(store.spec(run_id))
@@ -158,3 +163,50 @@ def test_a_model_file_of_ones_own_decides_the_flags_of_its_service(
     assert shown["fusion", "ce"] == ""
     assert shown["density", "own"] == ""
     assert shown["density", "ce"] == "in-sample"
+
+
+def run_over_http(tmp_path: Path, url: str, dataset: Path, model: Path | None
+                  ) -> tuple[str, dict[str, str]]:
+    """`boilerbench run --http` of fusion at `url` on `dataset`, with
+    BOILERBENCH_FUSION_MODEL set to `model` (None: unset) in the orchestrator's own
+    environment: its output and the fusion row's flags in results.csv."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
+    result = CliRunner().invoke(
+        app, ["run", "--http", "--url", f"fusion={url}", "--services", "fusion",
+              "--dataset", str(dataset), "--store", str(tmp_path / "runs.sqlite"),
+              "--out", str(out), "--scoring-processes", "1"],
+        env={"BOILERBENCH_FUSION_MODEL": None if model is None else str(model),
+             "COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    (run_dir,) = out.iterdir()
+    with (run_dir / "tables" / "results.csv").open(encoding="utf-8") as handle:
+        return result.output, {row["row"]: row["flags"] for row in csv.DictReader(handle)}
+
+
+@pytest.mark.dataset
+def test_a_run_over_http_flags_by_the_model_the_service_reports(
+        cleaneval: Path, tmp_path: Path) -> None:
+    """Real fusion processes: the flags follow the model file each names in /info, not
+    BOILERBENCH_FUSION_MODEL in the orchestrator's environment. dev-11 was trained on by
+    both the shipped model and tests/data/fusion-limit4.json, dev-13 by the shipped one
+    alone. A service loading a file the orchestrator has not got is flagged in-sample
+    unknown, with a warning, rather than judged by the orchestrator's own file."""
+    own_model = Path(__file__).parent / "data" / "fusion-limit4.json"
+    dataset = copy_pages(cleaneval, ["dev-11", "dev-13"], tmp_path / "mixed")
+    with serve_process("services.fusion.app:app",
+                       {"BOILERBENCH_FUSION_MODEL": str(own_model)}) as (url, _):
+        output, flags = run_over_http(tmp_path, url, dataset, own_model)
+        assert flags["fusion"] == "in-sample (1 of 4 pages)", output
+        output, flags = run_over_http(tmp_path, url, dataset, None)
+        assert flags["fusion"] == "in-sample unknown", output
+        warning = (f"fusion at {url} loads the model file 'fusion-limit4.json' (sha256 "
+                   f"{hashlib.sha256(own_model.read_bytes()).hexdigest()[:12]}...)")
+        assert " ".join(output.split()).count(warning) == 1, output
+    with serve_process("services.fusion.app:app", {"BOILERBENCH_FUSION_MODEL": ""}) as (url, _):
+        output, flags = run_over_http(tmp_path, url, dataset, own_model)
+        assert flags["fusion"] == "in-sample (2 of 4 pages)", output
+        assert "in-sample unknown" not in output, output

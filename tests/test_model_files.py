@@ -4,6 +4,8 @@ does not load stops the service at startup with one line naming the variable."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import json
 import os
 import subprocess
@@ -143,3 +145,40 @@ def test_a_run_refuses_a_model_file_that_does_not_load_before_it_starts(
     assert f"BOILERBENCH_FUSION_MODEL='{broken}'" in result.output
     assert "is no fusion model file" in result.output
     assert not (tmp_path / "out").exists()  # no run was made
+
+
+def test_info_names_the_model_file_the_service_loaded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """/info of a learned service names the file it loaded, by name and the SHA-256 of
+    its bytes, with the held-out figures its training recorded, and /openapi.json
+    documents the field; a service without a model says null."""
+    from fastapi.testclient import TestClient
+
+    from shared.registry import SERVICES
+    from shared.service import create_service_app
+
+    def info(service: str) -> dict[str, object]:
+        if service != "justext":  # as services/<name>/app.py does, before the app
+            importlib.import_module(f"services.{service}.model").default_model()
+        client = TestClient(create_service_app(SERVICES[service].algorithm()))
+        reply: dict[str, object] = client.get("/info").json()
+        return reply
+
+    def named(path: Path) -> dict[str, object]:
+        metadata = json.loads(path.read_text(encoding="utf-8"))["metadata"]
+        return {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                "leave_one_dataset_out": metadata["leave_one_dataset_out"]["word_f1"]}
+
+    for module in (density_model, fusion_model, ensemble_model):
+        service = module.__name__.split(".")[1]
+        assert info(service)["model"] == named(module.DEFAULT_MODEL), service
+    assert info("justext")["model"] is None
+    monkeypatch.setenv("BOILERBENCH_FUSION_MODEL", str(DATA / "fusion-limit4.json"))
+    fusion_model.default_model.cache_clear()
+    assert info("fusion")["model"] == named(DATA / "fusion-limit4.json")
+    schema = TestClient(create_service_app(SERVICES["fusion"].algorithm())).get(
+        "/openapi.json").json()
+    assert schema["components"]["schemas"]["ServiceInfo"]["properties"]["model"][
+        "anyOf"][0] == {"$ref": "#/components/schemas/ModelInfo"}
+    assert set(schema["components"]["schemas"]["ModelInfo"]["properties"]) == {
+        "file", "sha256", "leave_one_dataset_out"}

@@ -253,7 +253,7 @@ def test_report_renders_in_headless_chromium(
     scored = sum(1 for r in outputs[1] if r.scores is not None)
     # every scored page is a dot in the distribution and in the scatter plot
     assert rendered.count('class="point"') == 2 * scored
-    assert rendered.count('class="bar"') == len(SERVICES) * len(DATASETS)
+    assert len(re.findall(r'class="bar( near-zero)?"', rendered)) == len(SERVICES) * len(DATASETS)
     assert rendered.count('class="box"') == len(SERVICES) * len(DATASETS)
 
     shot = tmp_path / "report.png"
@@ -505,16 +505,18 @@ def test_every_table_names_the_figure_it_ranks_by(sample_results: list[PageResul
 
 def test_an_interval_from_students_t_is_marked_as_one(sample_results: list[PageResult],
                                                        tmp_path: Path) -> None:
-    """12 of jusText's 13 sample pages have F1 0: most resamples have no spread, the
-    bootstrap-t has no bounds, and the interval is Student's t (bootstrap_cis). Every
-    table shows that interval marked `(t)`, the notes say what the mark means, and the
-    bootstrap-t ones stay unmarked."""
+    """12 of jusText's 13 sample pages have F1 0; each page twice, 24 of 26: over 2.5% of
+    the resamples have no spread, the bootstrap-t has no bounds, and the interval is
+    Student's t (bootstrap_cis). Every table shows that interval marked `(t)`, the
+    notes say what the mark means, and the bootstrap-t ones stay unmarked."""
     from scipy import stats
 
+    sample_results = [r.model_copy(update={"page_id": f"{r.page_id}{copy}"})
+                      for r in sample_results for copy in ("", "-again")]
     summary = summarize(sample_results)
     f1 = {name: [r.scores.word.f1 for r in sample_results if r.service == name and r.scores]
           for name in ("justext", "readability")}
-    assert sum(v == 0 for v in f1["justext"]) == 12
+    assert sum(v == 0 for v in f1["justext"]) == 24
     justext = summary.get("justext", "sample").levels["word"].macro["f1"]
     low, high = stats.t.interval(0.95, len(f1["justext"]) - 1, loc=np.mean(f1["justext"]),
                                  scale=stats.sem(f1["justext"]))
@@ -613,3 +615,37 @@ def test_plots_say_what_their_marks_are() -> None:
     plain = dataset_bars_svg(["d"], ["a"], {("a", "d"): metric.model_copy(
         update={"interval": "bootstrap-t"})})
     assert 't-mark' not in plain
+
+
+def test_a_mean_of_zero_is_a_visible_mark_the_key_explains(
+        outputs: tuple[dict[str, Path], list[PageResult]]) -> None:
+    """'broken' fails or skips every page, so its mean word F1 is 0: in the bar plot of
+    the SVG file and of the report it is an outlined mark at the axis, not a bar of no
+    height that reads as a missing row, and the key says what the mark is."""
+    import xml.etree.ElementTree as ET
+
+    paths = outputs[0]
+    svg = paths["dataset_bars.svg"].read_text(encoding="utf-8")
+    html = paths["html"].read_text(encoding="utf-8")
+    plot = re.search(r'<svg class="plot" id="plot-dataset-bars".*?</svg>', html, re.DOTALL)
+    assert plot
+    for document in (svg, plot.group(0)):
+        root = ET.fromstring(document.replace(' xmlns="http://www.w3.org/2000/svg"', ""))
+        bars = {rect.findtext("title"): rect for rect in root.iter("rect")
+                if "bar" in rect.get("class", "").split()}
+        for dataset in DATASETS:
+            zero, careful = (next(rect for title, rect in bars.items()
+                                  if title and title.startswith(f"{service} on {dataset}: "))
+                             for service in ("broken", "careful"))
+            assert zero.findtext("title", "").startswith(f"broken on {dataset}: mean 0.000,")
+            assert zero.get("class") == "bar near-zero"
+            assert float(zero.get("height", 0)) >= 2.5
+            assert zero.get("stroke") == "#000"
+            assert careful.get("class") == "bar"
+            assert careful.get("stroke") is None
+        texts = [text.text for text in root.iter("text")]
+        assert "mean under 0.01" in texts
+    plain = dataset_bars_svg(["d"], ["a"], {("a", "d"): MetricSummary(
+        n=2, mean=0.5, median=0.5, std=0.1, ci_low=0.3, ci_high=0.7)})
+    assert "near-zero" not in plain
+    assert "mean under" not in plain

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from html import escape
 
+import orjson
 import pytest
 from pydantic import ValidationError
 
@@ -14,6 +15,7 @@ from orchestrator.scoring import bag_f1
 from services.rss import extractor as rss
 from services.rss.extractor import ALGORITHM, normalize_url, parse_feed
 from services.rss.inputs import NO_FEEDS, NO_PAGE_FEED
+from shared.answer import answer_page
 from shared.contract import ExtractReplyBody, PageError
 from shared.registry import MissingInputError, page_options
 from tests.helpers import LIBRARY_ARTICLE
@@ -194,6 +196,17 @@ def test_an_item_whose_text_is_not_on_the_page_is_a_page_error() -> None:
 def test_no_feed_is_a_page_error() -> None:
     with pytest.raises(PageError, match="needs the page's feed"):
         ALGORITHM.run(page(), {}, URL)
+
+
+def test_a_request_without_either_feed_option_is_invalid_options() -> None:
+    """The caller left out a required option: 422 invalid_options naming both, in either
+    body form, not a page the algorithm refuses (unprocessable_page)."""
+    expected = ("invalid_options: feed, feed_url: the rss algorithm needs the page's feed: "
+                "give option 'feed' (the feed's XML text) or 'feed_url'")
+    body = orjson.dumps({"html": page(), "url": URL, "options": {"grow": "never"}})
+    assert answer_page(ALGORITHM, body, {}, "application/json") == {"error": expected}
+    query = {"url": URL, "grow": "never"}
+    assert answer_page(ALGORITHM, page().encode(), query) == {"error": expected}
 
 
 def test_feed_and_feed_url_together_are_invalid_options() -> None:

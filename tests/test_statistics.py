@@ -16,6 +16,7 @@ from orchestrator.statistics import (
     ALL_DATASETS,
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
+    SMALL_SAMPLE,
     bootstrap_cis,
     describe,
     holm,
@@ -62,41 +63,77 @@ def _studentized_interval(values: np.ndarray, indices: np.ndarray) -> tuple[floa
     return float(values.mean() - t_high * se), float(values.mean() - t_low * se)
 
 
+def _small_sample_interval(values: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
+    """The small-sample bootstrap-t computed resample by resample: each resample's
+    weighted mean and spread, t* of arcsin(sqrt(mean)) with the delta method's standard
+    error, and the ends taken back from that scale."""
+    n, mean = len(values), values.mean()
+    shares = weights / weights.sum(axis=1, keepdims=True)
+    means = shares @ values
+    spreads = np.sqrt((shares * np.square(values - means[:, None])).sum(axis=1) / (n - 1))
+
+    def angle(m: np.ndarray | float) -> np.ndarray:
+        return np.asarray(np.arcsin(np.sqrt(m)))
+
+    def slope(m: np.ndarray | float) -> np.ndarray:  # 1 / angle'(m)
+        return np.asarray(2 * np.sqrt(np.multiply(m, 1 - np.asarray(m))))
+
+    t_star = (angle(means) - angle(mean)) / (spreads / slope(means))
+    t_low, t_high = np.quantile(t_star, [0.025, 0.975], method="inverted_cdf")
+    se_angle = values.std(ddof=1) / np.sqrt(n) / slope(mean)
+    return (float(np.sin(angle(mean) - t_high * se_angle) ** 2),
+            float(np.sin(angle(mean) - t_low * se_angle) ** 2))
+
+
 # Thirteen per-page F1 (the built-in sample's size): most near 1, two poor pages.
 SKEWED = np.array([0.98, 0.95, 1.0, 0.31, 0.97, 0.92, 0.99, 0.88, 1.0, 0.55, 0.96, 0.94, 0.9])
+# The same pages twice: enough for the plain bootstrap-t (SMALL_SAMPLE).
+DOUBLED = np.concatenate([SKEWED, SKEWED])
 
 
 def test_bootstrap_t_equals_a_resample_by_resample_computation() -> None:
     """Same draws (the module's seed), computed independently of the count matrices."""
-    n = len(SKEWED)
+    n = len(DOUBLED)
+    assert n >= SMALL_SAMPLE
     indices = np.random.default_rng(BOOTSTRAP_SEED).integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
-    expected = _studentized_interval(SKEWED, indices)
-    assert bootstrap_cis(SKEWED)[0] == pytest.approx(expected, rel=1e-9)
+    expected = _studentized_interval(DOUBLED, indices)
+    assert bootstrap_cis(DOUBLED)[0] == pytest.approx(expected, rel=1e-9)
     # Skewed down: the interval reaches further below the mean than above it, and
     # further below than the percentile interval of the same resamples does.
     low, high = expected
-    means = SKEWED[indices].mean(axis=1)
-    assert SKEWED.mean() - low > 2 * (high - SKEWED.mean())
+    means = DOUBLED[indices].mean(axis=1)
+    assert DOUBLED.mean() - low > 2 * (high - DOUBLED.mean())
     assert low < np.quantile(means, 0.025)
+
+
+def test_small_sample_interval_equals_a_resample_by_resample_computation() -> None:
+    """Below SMALL_SAMPLE pages: the same Beta(1/2, 3/2) weights (the module's seed),
+    computed independently of the weight matrices; still skewed down."""
+    n = len(SKEWED)
+    assert n < SMALL_SAMPLE
+    weights = np.random.default_rng(BOOTSTRAP_SEED).beta(0.5, 1.5, size=(BOOTSTRAP_RESAMPLES, n))
+    expected = _small_sample_interval(SKEWED, weights)
+    assert bootstrap_cis(SKEWED)[0] == pytest.approx(expected, rel=1e-9)
+    low, high = expected
+    assert SKEWED.mean() - low > 2 * (high - SKEWED.mean())
 
 
 def test_bootstrap_t_agrees_with_scipy_resampling() -> None:
     """scipy.stats.bootstrap's own resamples of the studentized mean (another seed, so
     equal up to resampling noise): the quantiles of t* and their use are right. The
-    low end rests on the few resamples without the 0.31 page, whose t* is large, so
-    its noise is a few tenths of a standard error; the percentile interval's low end
-    is seven standard errors higher."""
-    n, mean = len(SKEWED), SKEWED.mean()
-    se = SKEWED.std(ddof=1) / np.sqrt(n)
+    low end rests on the few resamples without the 0.31 pages, whose t* is large, so
+    its noise is a few tenths of a standard error."""
+    n, mean = len(DOUBLED), DOUBLED.mean()
+    se = DOUBLED.std(ddof=1) / np.sqrt(n)
 
     def studentized(sample: np.ndarray, axis: int = -1) -> np.ndarray:
         spread = sample.std(axis=axis, ddof=1) / np.sqrt(n)
         return np.asarray((sample.mean(axis=axis) - mean) / np.maximum(spread, 1e-12))
 
-    t_star = stats.bootstrap((SKEWED,), studentized, n_resamples=20_000, method="percentile",
+    t_star = stats.bootstrap((DOUBLED,), studentized, n_resamples=20_000, method="percentile",
                              rng=np.random.default_rng(0)).confidence_interval
     expected = (mean - t_star.high * se, mean - t_star.low * se)
-    got = bootstrap_cis(SKEWED, resamples=20_000)[0]
+    got = bootstrap_cis(DOUBLED, resamples=20_000)[0]
     assert got == pytest.approx(expected, abs=0.5 * se)
 
 
@@ -120,19 +157,51 @@ def test_degenerate_samples_give_intervals_without_warnings() -> None:
             same = np.full((2, n), value)
             mean = float(same[0].mean())
             assert bootstrap_cis(same) == [(mean, mean)] * 2
-        # Mostly one value: more than 2.5% of the resamples have no spread and an
-        # unbounded t*, so the interval is Student's t (clipped), not [0, 1].
-        mostly_zero = np.array([0.0] * 12 + [0.97])
-        expected = stats.t.interval(0.95, 12, loc=mostly_zero.mean(),
+        # Mostly one value: more than 2.5% of the resamples drawn whole have no spread
+        # and an unbounded t*, so the interval is Student's t (clipped), not [0, 1].
+        mostly_zero = np.array([0.0] * 24 + [0.97])
+        expected = stats.t.interval(0.95, 24, loc=mostly_zero.mean(),
                                     scale=stats.sem(mostly_zero))
         assert bootstrap_cis(mostly_zero)[0] == pytest.approx((0.0, expected[1]), rel=1e-12)
-        assert expected[1] < 0.25
-        # Two pages: the same, and t with one degree of freedom spans every value.
-        assert bootstrap_cis(np.array([0.2, 0.9]))[0] == (0.0, 1.0)
+        assert expected[1] < 0.12
+        # Below SMALL_SAMPLE pages every page weighs in every resample: no resample is
+        # without spread, and on the arcsine scale the interval stays near the values.
+        low, high = bootstrap_cis(mostly_zero[12:])[0]
+        assert 0.0 <= low < mostly_zero[12:].mean() < high < 0.3
+        # Two pages say next to nothing.
+        assert bootstrap_cis(np.array([0.2, 0.9]))[0] == pytest.approx((0.0, 1.0), abs=0.01)
         low, high = bootstrap_cis(np.array([-0.5, 0.1, 0.2, -0.3, 0.0, 0.4]),
                                   bounds=(-1.0, 1.0))[0]
         assert -1.0 <= low < 0.0 < high <= 1.0
         assert describe([1.0] * 13).ci_low == describe([1.0] * 13).ci_high == 1.0
+
+
+def test_eight_pages_of_high_f1_get_an_interval_that_says_something() -> None:
+    """The resamples of these 8 pages drawn whole include many of only the 1.0s and
+    0.998s: tiny se*, t* in the dozens, and the plain bootstrap-t reached down to 0.38
+    for pages all above 0.8."""
+    values = np.array([0.818, 0.964, 0.991, 0.998, 0.998, 1.0, 1.0, 1.0])
+    low, high = bootstrap_cis(values)[0]
+    assert 0.75 < low < values.mean() < high < 1.0
+
+
+def test_small_samples_of_skewed_f1_rarely_span_the_whole_range() -> None:
+    """4,000 samples of 8 pages from a population shaped like a strong service's F1 (30%
+    at 1, 1% at 0, the rest Beta(6, 1)): fewer than 1% of the intervals span 0.9 or
+    more, where the bootstrap-t drawing pages whole gave 9% (3% exactly [0, 1]), and
+    they still cover the mean more often than Student's t does (87%)."""
+    rng = np.random.default_rng(5)
+    shape = rng.uniform(size=(4000, 8))
+    samples = np.where(shape < 0.3, 1.0, np.where(shape < 0.31, 0.0,
+                                                  rng.beta(6, 1, size=shape.shape)))
+    mean = 0.3 + 0.69 * 6 / 7
+    low, high = np.array(bootstrap_cis(samples)).T
+    assert np.mean(high - low >= 0.9) < 0.01
+    student = stats.t.interval(0.95, 7, loc=samples.mean(axis=1),
+                               scale=stats.sem(samples, axis=1))
+    covered = np.mean((low <= mean) & (mean <= high))
+    assert covered > np.mean((student[0] <= mean) & (mean <= student[1])) + 0.02
+    assert covered > 0.89
 
 
 def test_bootstrap_interval_narrows_with_more_pages() -> None:

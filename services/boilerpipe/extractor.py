@@ -16,10 +16,11 @@ import re
 from importlib.metadata import version
 from typing import Any, Literal
 
+import lxml.html
 from pydantic import Field
 
 from shared.contract import Algorithm, Block, Extraction, Options
-from shared.html import clean_text
+from shared.html import INVISIBLE, clean_text, parse_html, tag_name
 
 JAVA_DIR = os.environ.get("BOILERBENCH_JAVA_DIR", "/usr/share/java")
 # Boilerpipe 1.2 and what it needs (Debian: libboilerpipe-java pulls in the other two).
@@ -145,12 +146,26 @@ def _python_extraction(html: str, extractor: str) -> Extraction:
     return Extraction(blocks, text=document.content)
 
 
+# The elements whose text no browser shows, as every service leaves them out (shared.html);
+# both of Boilerpipe's parsers keep the text of some (<template>, <svg>, <math>, <textarea>,
+# <iframe>, ...). <head> and its <title> stay: Boilerpipe reads the page's title.
+_HIDDEN = INVISIBLE - {"head", "title"}
+
+
+def _without_hidden(html: str) -> str:
+    """The page without the elements whose text no browser shows."""
+    root = parse_html(html)
+    for element in [e for e in root.iter() if tag_name(e) in _HIDDEN]:
+        element.drop_tree()
+    return str(lxml.html.tostring(root, encoding="unicode"))
+
+
 def engine_for(options: BoilerpipeOptions) -> str:
     return default_engine() if options.engine == "auto" else options.engine
 
 
 def extract(html: str, options: BoilerpipeOptions, url: str | None = None) -> Extraction:
-    page = clean_text(html)
+    page = _without_hidden(clean_text(html))
     if engine_for(options) == "java":
         extraction = _java_extraction(page, options.extractor)
     else:

@@ -125,4 +125,4 @@ def read_model(path: Path) -> DensityModel:
 def default_model() -> DensityModel:
     """The model the service uses, loaded once per process: the file
     BOILERBENCH_DENSITY_MODEL names (shared.modelfile.load_model), else the shipped one."""
-    return load_model("density", DEFAULT_MODEL, read_model)
+    return load_model("density", DEFAULT_MODEL, DensityModel.from_json)

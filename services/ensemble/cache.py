@@ -4,7 +4,7 @@ Training the combiner and choosing its members by cost need each member's output
 every page of every dataset; running ten extractors over all pages takes many CPU
 minutes, so the answers (text, blocks, CPU milliseconds) are computed in a process
 pool, in this process's way of reaching members (in-process, default options), and
-stored per dataset and member under a git-ignored folder. A stored file is reused
+stored per dataset and member in the user's cache folder (CACHE_DIR). A stored file is reused
 while the member's version, its code and model files (shared.registry.code_digest)
 and the dataset's page ids and HTML bytes are unchanged: a retrained fusion model or a change to the
 blocks every peer is labelled on makes new answers even though the version strings
@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import multiprocessing
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -34,7 +35,21 @@ from shared.pairing import PairedFolders
 from shared.registry import SERVICES, code_digest
 from shared.training import paired_pages
 
-CACHE_DIR = REPO_ROOT / ".cache" / "ensemble-members"
+
+def user_cache_dir() -> Path:
+    """boilerbench's folder of the user's cache: BOILERBENCH_CACHE_DIR, else
+    $XDG_CACHE_HOME/boilerbench (an absolute one: the XDG spec ignores the others), else
+    ~/.cache/boilerbench. Not the repository's: an installed package's folder may be
+    read-only or shared, and is no place for hundreds of megabytes of answers."""
+    own = os.environ.get("BOILERBENCH_CACHE_DIR")
+    if own:
+        return Path(own).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "boilerbench"
+
+
+CACHE_DIR = user_cache_dir() / "ensemble-members"
 
 
 def _encode(answer: MemberAnswer) -> dict[str, Any]:

@@ -85,4 +85,4 @@ def read_model(path: Path) -> EnsembleModel:
 def default_model() -> EnsembleModel:
     """The model the service uses, loaded once per process: the file
     BOILERBENCH_ENSEMBLE_MODEL names (shared.modelfile.load_model), else the shipped one."""
-    return load_model("ensemble", DEFAULT_MODEL, read_model)
+    return load_model("ensemble", DEFAULT_MODEL, EnsembleModel.from_json)

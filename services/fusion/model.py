@@ -72,4 +72,4 @@ def read_model(path: Path) -> FusionModel:
 def default_model() -> FusionModel:
     """The model the service uses, loaded once per process: the file
     BOILERBENCH_FUSION_MODEL names (shared.modelfile.load_model), else the shipped one."""
-    return load_model("fusion", DEFAULT_MODEL, read_model)
+    return load_model("fusion", DEFAULT_MODEL, FusionModel.from_json)

@@ -62,12 +62,14 @@ MAX_FEED_BYTES = 5 * 1024 * 1024
 FETCH_TIMEOUT_S = 5.0
 _TITLE_SEPARATORS = re.compile(r"\s+[-|–—:·»]+\s+")
 _TRACKING = re.compile(r"^(utm_|fbclid$|gclid$|ref$|cmpid$)")
+NO_FEED = ("feed, feed_url: the rss algorithm needs the page's feed: give option 'feed' (the "
+           "feed's XML text) or 'feed_url'")
 
 
 class RssOptions(Options):
     feed: str | None = Field(None, description="The page's RSS or Atom feed, as XML text "
-                             "(this or feed_url, not both: without either the page is "
-                             "refused).")
+                             "(this or feed_url, not both: a request without either is "
+                             "refused as invalid options).")
     feed_url: str | None = Field(
         None, description="URL of the feed; fetched only when the service allows fetching "
         "(BOILERBENCH_ALLOW_FETCH) from that host (BOILERBENCH_FETCH_ALLOW_LIST).")
@@ -91,6 +93,11 @@ class RssOptions(Options):
         if feed_url is not None and info.data.get("feed") is not None:
             raise ValueError("give either feed or feed_url, not both")
         return feed_url
+
+    def missing(self) -> str | None:
+        """A request without either feed option is the caller's error (422
+        invalid_options), not a page the algorithm refuses."""
+        return NO_FEED if self.feed is None and self.feed_url is None else None
 
 
 @dataclass(frozen=True)
@@ -382,8 +389,7 @@ def extract(html: str, options: RssOptions, url: str | None = None) -> Extractio
     elif options.feed_url is not None:
         feed = fetch_feed(options.feed_url)
     else:
-        raise PageError("the rss algorithm needs the page's feed: option 'feed' (XML text) "
-                        "or 'feed_url'")
+        raise PageError(NO_FEED)
     items = parse_feed(feed)
     root = parse_html(html)
     item = match_item(items, root, url, options.min_title_similarity)
