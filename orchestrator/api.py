@@ -44,6 +44,10 @@ On start the server resumes runs left pending or running by a previous process
 (same store), taking each over in one transaction (Store.claim_run), so a `run
 --resume` at the same moment does not run it too; and it removes the uploads a
 killed server had unpacked without recording their run (_remove_abandoned_uploads).
+A stop (SIGTERM) takes seconds, not as long as the work in hand: the requests in hand
+get STOP_GRACE_S, then those still going are answered 503 `shutting_down` (ApiApp);
+the runs going are cancelled and waited for STOP_RUNS_WAIT_S at most, and left, as a
+killed server leaves them, for the next start to resume.
 
 API settings come from the environment, prefix BOILERBENCH_API_ (host, port,
 token, max_body_bytes, allowed_roots, config, max_running_runs, max_queued_runs,
@@ -115,15 +119,27 @@ from shared.datasets import datasets_root
 from shared.openapi import document_bodies, install_offline_docs
 from shared.registry import SERVICES, check_row
 from shared.service import (
+    Message,
+    Receive,
+    Scope,
+    Send,
     TokenGuardedApp,
     error_response,
     install_error_handlers,
     json_response,
     read_limited,
+    send_error,
 )
+from shared.serving import SHUTDOWN_GRACE_S
 
 # Retry-After of a 429: about the time a run of the sample set takes.
 RETRY_AFTER_S = 30
+# How long a stop waits for the requests in hand (a run's figures take seconds to read
+# where it has thousands of results); those still going are answered 503 (ApiApp).
+STOP_GRACE_S = 2
+# How long a stop then waits for the runs going to stop (their worker processes closed);
+# a run still stopping is left to resume, its results stored page by page.
+STOP_RUNS_WAIT_S = 2.0
 log = logging.getLogger("boilerbench.orchestrator")
 
 
@@ -317,7 +333,7 @@ class ApiState:
             finally:
                 self.tasks.pop(run_id, None)
 
-        self.tasks[run_id] = asyncio.get_running_loop().create_task(run())
+        self.tasks[run_id] = asyncio.get_running_loop().create_task(run(), name=run_id)
 
     def record_failure(self, run_id: str, exc: Exception) -> None:
         """Record a run whose task ended on an error still unfinished (its outputs could
@@ -418,7 +434,8 @@ UNAUTHORIZED = (401, "A token is set (BOILERBENCH_API_TOKEN) and the request has
 NO_RUN = (404, "`not_found`: no run of that id.")
 STORE_TROUBLE = ((503, "`store_locked` (with a Retry-After) while another process holds "
                        "the store; `store_unavailable` when it is damaged, read-only, "
-                       "another program's or of a newer boilerbench."),
+                       "another program's or of a newer boilerbench; `shutting_down` "
+                       "when the server stops before it has answered."),
                  (507, "`store_full`: the disk of the store is full."))
 ONE_RUN = _errors(UNAUTHORIZED, NO_RUN, *STORE_TROUBLE)
 RUN_BUSY = ("`run_busy`: another live process (a `boilerbench run`, another server on "
@@ -445,9 +462,10 @@ def _remove_abandoned_uploads(api: ApiState) -> None:
 
 
 @contextlib.asynccontextmanager
-async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, float]]:
     """Open the store, resume its unfinished runs; at the end cancel the runs still going
-    (a later start resumes them) and close the store."""
+    (a later start resumes them) and close the store. The state it gives bounds a stop's
+    wait for the requests in hand (shared.serving)."""
     api: ApiState = app.state.api
     try:
         api.opened = Store(api.run_config.store_path)
@@ -474,11 +492,16 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                      for name in spec.called_services} if spec.local else None)
             api.start_task(info.id, urls)
     try:
-        yield
+        yield {SHUTDOWN_GRACE_S: STOP_GRACE_S}
     finally:
-        for task in list(api.tasks.values()):
+        going = list(api.tasks.values())
+        for task in going:
             task.cancel()
-        await asyncio.gather(*api.tasks.values(), return_exceptions=True)
+        if going:  # a run still stopping past the wait is left as a killed one would be
+            _, stopping = await asyncio.wait(going, timeout=STOP_RUNS_WAIT_S)
+            for task in stopping:
+                log.warning("run %s is left to resume: it did not stop within %g s",
+                            task.get_name(), STOP_RUNS_WAIT_S)
         api.store.close()
         api.opened = None
 
@@ -587,7 +610,8 @@ def _json_request(body: bytes, roots: list[Path]
         (503, "`service_unavailable`: a service the run would call is not there, or "
               "another service answers at its address (post with `\"backend\": "
               "\"embedded\"` to need none); or the store cannot be used (`store_locked`, "
-              "`store_unavailable`)."),
+              "`store_unavailable`); or the server stops before it has answered "
+              "(`shutting_down`)."),
         STORE_TROUBLE[1]))
 async def post_run(request: Request, api: Api) -> Response:
     api.check_queue()
@@ -624,12 +648,14 @@ async def post_run(request: Request, api: Api) -> Response:
             raise ServiceError(422, "invalid_dataset", str(exc)) from None
     except BaseException as exc:
         # Refused before the run was recorded: its unpacked upload (if any) goes. A
-        # cancelled request's unpacking thread may still be writing: its reservation
-        # stays, so that the next start removes what the thread leaves.
-        shutil.rmtree(api.upload_folder(run_id), ignore_errors=True)
-        if media_type == "multipart/form-data" and isinstance(exc, Exception):
-            with contextlib.suppress(StoreError):  # else a later start removes it
-                api.store.release_upload(run_id)
+        # request cancelled by a stop leaves it to its reservation: its thread may still
+        # be unpacking it, or recording the run, which then owns it; the next start
+        # removes an upload whose run was not recorded.
+        if isinstance(exc, Exception):
+            shutil.rmtree(api.upload_folder(run_id), ignore_errors=True)
+            if media_type == "multipart/form-data":
+                with contextlib.suppress(StoreError):  # else a later start removes it
+                    api.store.release_upload(run_id)
         raise
     if warnings:
         api.store.add_warnings(run_id, warnings)
@@ -762,6 +788,32 @@ async def get_page(run_id: str, page_id: str, api: Api, dataset: str | None = No
                           "gold": gold, "rows": rows})
 
 
+class ApiApp(TokenGuardedApp):
+    """The API's app: a request the server cancels because a stop's grace has passed
+    (STOP_GRACE_S) is answered 503 `shutting_down` where its reply had not started. What
+    it was doing is safe to cut: a read can be asked again, and a posted run is recorded
+    in one transaction, or not at all."""
+
+    async def dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().dispatch(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await super().dispatch(scope, receive, sending)
+        except asyncio.CancelledError:
+            if started:
+                raise
+            await send_error(send, ServiceError(
+                503, "shutting_down", "the server is stopping; ask again once it is back"))
+
+
 def store_error_reply(exc: StoreError) -> ServiceError:
     """The reply to a store that cannot be used: 507 for a full disk (freeing space
     helps), 503 otherwise, with a Retry-After where waiting helps (locked)."""
@@ -780,8 +832,8 @@ def create_app(settings: ApiSettings | None = None, config: RunConfig | None = N
         run_config = config or load_config(settings.config)
     except ConfigError as exc:
         raise SystemExit(f"configuration error: {exc}") from None
-    app = TokenGuardedApp(title="boilerbench orchestrator", lifespan=lifespan, docs_url=None,
-                          redoc_url=None)
+    app = ApiApp(title="boilerbench orchestrator", lifespan=lifespan, docs_url=None,
+                 redoc_url=None)
     app.token = settings.token
     app.state.api = ApiState(
         settings=settings, run_config=run_config,

@@ -15,10 +15,26 @@ reached (the "slowloris" attack). GuardedProtocol adds, per connection:
 - at most `max_connections` connections: one more closes the oldest connection
   whose request is still incomplete (slow clients go first, complete requests are
   never cut), or, when every connection has a complete request in hand, is itself
-  answered 503 and closed.
+  answered 503 and closed;
+- a reply that ends the connection while the request's body is still arriving (a
+  413 for a body far past the limit) closes it in stages (RFC 9112, 9.6): the
+  writing side first, then the rest of the body is read and dropped until the
+  client closes, at most LINGER_BYTES of it and only until the request's time runs
+  out. Closed at once with bytes unread, the kernel resets the connection, and a
+  client that sends its whole body before it reads (Python's http.client, and
+  requests on it) gets the reset instead of the reply.
 
 The process's open-file limit is raised to its hard limit, and the connection cap
 kept below it, so accepting never fails for lack of descriptors.
+
+On a stop (SIGTERM, Ctrl-C) uvicorn waits for the requests in hand to be answered,
+for as long as they take: a service's page in hand is answered. An app whose lifespan
+state holds SHUTDOWN_GRACE_S has the requests still in hand that many seconds into a
+stop cancelled instead (the orchestrator's API, whose reads can be asked again). Once
+shut down, uvicorn ends the process by raising the SIGTERM again, without waiting for
+the threads of requests it cancelled; where that signal is ignored (the process is PID
+1 of a container) the process ends the same way, with the status the signal gives
+(143), rather than wait for them.
 """
 
 from __future__ import annotations
@@ -28,8 +44,11 @@ import asyncio
 import os
 import re
 import resource
+import signal
 import socket
+import sys
 from collections.abc import Callable, Mapping
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -41,6 +60,11 @@ from shared.settings import HttpLimits, invalid_settings
 
 # Descriptors kept free of client connections: worker sockets, log files, SQLite.
 RESERVED_FILES = 64
+# How much of a refused body is read and dropped after the reply, so that the client
+# reads the reply (module docstring); past it the connection is cut.
+LINGER_BYTES = 2**30
+# The key of an app's lifespan state that bounds a stop's wait for requests in hand.
+SHUTDOWN_GRACE_S = "shutdown_grace_s"
 
 
 def raise_open_file_limit() -> int:
@@ -64,6 +88,25 @@ def _reply(status: bytes, detail: bytes) -> bytes:
             b"connection: close\r\n\r\n%s" % (status, len(body), body))
 
 
+class _ReplyTransport(asyncio.Transport):
+    """The connection as one request's reply sees it (uvicorn's cycle writes the reply
+    and closes the connection after it where the reply says so): closing it calls
+    `close`, which GuardedProtocol makes a close in stages."""
+
+    def __init__(self, transport: asyncio.Transport, close: Callable[[], None]) -> None:
+        super().__init__()
+        self._transport, self._close = transport, close
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._transport.write(data)
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def close(self) -> None:
+        self._close()
+
+
 def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol with the limits of the module docstring."""
     max_connections = min(limits.max_connections,
@@ -75,6 +118,7 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
         _head_done = False
         _incomplete = True
         _refused = False
+        _linger_left: int | None = None  # bytes still to drop before the close
         _timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -89,6 +133,11 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            if self._linger_left is not None:
+                self._linger_left -= len(data)
+                if self._linger_left < 0:
+                    self.transport.close()
+                return
             super().data_received(data)
             if self._head_done or self.transport.is_closing():
                 return
@@ -111,6 +160,24 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
                 self._refuse_head()
                 return
             super().on_headers_complete()
+            if self.cycle is not None:
+                self.cycle.transport = _ReplyTransport(self.transport, self._close_after_reply)
+
+        def _close_after_reply(self) -> None:
+            """Close once a reply is sent; in stages where the request's body is still
+            arriving (module docstring). The request's timer still ends the wait."""
+            if not (self._incomplete and self._head_done and self.cycle.response_complete) \
+                    or self.transport.is_closing():
+                self.transport.close()
+                return
+            self._linger_left = LINGER_BYTES
+            self.transport.write_eof()
+            self.flow.resume_reading()  # paused where the unread body filled uvicorn's buffer
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self._linger_left is not None:  # no keep-alive timer cuts the drain short
+                self._unset_keepalive_if_required()
 
         def on_body(self, body: bytes) -> None:
             if not self._refused:
@@ -177,14 +244,34 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, telling `on_listening` its URL once its socket listens."""
+    """uvicorn's server, telling `on_listening` its URL once its socket listens, with the
+    stop's wait for requests in hand that the app's lifespan state asks (module
+    docstring)."""
 
-    def __init__(self, config: uvicorn.Config, on_listening: Callable[[str], None]) -> None:
+    def __init__(self, config: uvicorn.Config,
+                 on_listening: Callable[[str], None] | None) -> None:
         super().__init__(config)
         self.on_listening = on_listening
+        self.stop_signals: list[int] = []
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.stop_signals.append(sig)
+        super().handle_exit(sig, frame)
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().serve(sockets)  # ends the process on a SIGTERM, unless it is ignored
+        if signal.SIGTERM in self.stop_signals:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(128 + signal.SIGTERM)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)  # exits the process if it cannot listen
+        grace = self.lifespan.state.get(SHUTDOWN_GRACE_S)
+        if grace is not None:
+            self.config.timeout_graceful_shutdown = grace
+        if self.on_listening is None:
+            return
         for server in self.servers:
             for sock in server.sockets:
                 host, port = sock.getsockname()[:2]
@@ -201,8 +288,7 @@ def serve(app: Any, host: str, port: int, limits: HttpLimits | None = None,
     config = uvicorn.Config(app, host=host, port=port, factory=factory,
                             http=guarded_protocol(limits or HttpLimits()),
                             log_level=log_level, access_log=access_log)
-    server = uvicorn.Server(config) if on_listening is None else _Server(config, on_listening)
-    server.run()
+    _Server(config, on_listening).run()
 
 
 def _port(value: str) -> int:
