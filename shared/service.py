@@ -78,7 +78,8 @@ _CLOSE = {"connection": "close"}
 # How much of a body past the limit is read and dropped before the 413, so that a
 # client that sends its whole body before reading (Python's http.client, and requests
 # on it) gets the reply rather than a reset connection (RFC 9112, section 9.6). A body
-# longer still is refused at once, its rest unread.
+# longer still is refused at once, with the connection's end: shared.serving then drops
+# its rest as it comes, up to a bound, before it closes the connection.
 DRAIN_BYTES = 16 * 2**20
 
 
