@@ -8,6 +8,7 @@ orchestrator's figures against a separate computation.
 
 from __future__ import annotations
 
+import http.client
 import io
 import socket
 import sqlite3
@@ -72,6 +73,19 @@ def assert_odd_pages_do_not_raise(algorithm: Algorithm, pages: Sequence[str] = O
         reply = algorithm.run(html)
         assert all(b.text for b in reply.blocks)
     assert algorithm.run("<p>only words here</p>").text == "only words here"
+
+
+def post_html_sent_whole(connection: http.client.HTTPConnection, body: bytes, chunked: bool
+                         ) -> http.client.HTTPResponse:
+    """POST an HTML body to /extract the way http.client does: all of it sent before the
+    reply is read (with a Content-Length, or chunked)."""
+    headers = {"content-type": "text/html"}
+    if chunked:
+        connection.request("POST", "/extract", body=iter([body]), headers=headers,
+                           encode_chunked=True)
+    else:
+        connection.request("POST", "/extract", body=body, headers=headers)
+    return connection.getresponse()
 
 
 def assert_error(reply: httpx.Response, status: int) -> ErrorReply:

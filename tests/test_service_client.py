@@ -26,7 +26,7 @@ from orchestrator.cli import app
 from orchestrator.launcher import wait_healthy
 from orchestrator.runner import HttpExtractor, RunSpec
 from shared.settings import ServiceSettings
-from tests.helpers import REPO, assert_error
+from tests.helpers import REPO, assert_error, post_html_sent_whole
 from tests.servers import free_port, serve_app, serve_service, stand_in_service, stop_process_group
 
 PAGE = ("<html><head><title>Harbour bridge</title></head><body><p>The old harbour bridge "
@@ -227,12 +227,7 @@ def test_a_body_a_little_past_the_limit_gets_its_413_on_any_client(chunked: bool
         # Larger than what the loopback's socket buffers take in before anyone reads.
         body = b"<html><body>" + b"<p>word</p>" * (13 * limit // 11) + b"</body></html>"
         headers = {"content-type": "text/html"}
-        if chunked:
-            connection.request("POST", "/extract", body=iter([body]), headers=headers,
-                               encode_chunked=True)
-        else:
-            connection.request("POST", "/extract", body=body, headers=headers)
-        refused = connection.getresponse()
+        refused = post_html_sent_whole(connection, body, chunked)
         detail = refused.read()
         assert refused.status == 413, detail[:200]
         assert b'"too_large"' in detail

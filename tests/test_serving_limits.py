@@ -19,6 +19,7 @@ import uvicorn
 
 from shared import serving
 from shared.settings import HttpLimits
+from tests.helpers import post_html_sent_whole
 from tests.servers import free_port, serve_process
 
 MIB = 2**20
@@ -40,13 +41,7 @@ def test_a_body_far_past_the_limit_gets_its_413_on_a_client_that_sends_it_all_fi
     with serve_process("tests.misbehaving_app:app",
                        {"BOILERBENCH_MAX_BODY_BYTES": str(limit)}) as (url, _):
         connection = http.client.HTTPConnection(*_address(url), timeout=60)
-        headers = {"content-type": "text/html"}
-        if chunked:
-            connection.request("POST", "/extract", body=iter([body]), headers=headers,
-                               encode_chunked=True)
-        else:
-            connection.request("POST", "/extract", body=body, headers=headers)
-        refused = connection.getresponse()
+        refused = post_html_sent_whole(connection, body, chunked)
         reply = orjson.loads(refused.read())
         connection.close()
     assert refused.status == 413, reply
