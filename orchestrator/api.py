@@ -810,8 +810,11 @@ class ApiApp(TokenGuardedApp):
         except asyncio.CancelledError:
             if started:
                 raise
+            posted = scope["method"] == "POST" and scope["path"].rstrip("/") == "/runs"
             await send_error(send, ServiceError(
-                503, "shutting_down", "the server is stopping; ask again once it is back"))
+                503, "shutting_down", "the server is stopping; " + (
+                    "the run may have been recorded: GET /runs once it is back, before "
+                    "posting it again" if posted else "ask again once it is back")))
 
 
 def store_error_reply(exc: StoreError) -> ServiceError:

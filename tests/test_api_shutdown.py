@@ -196,5 +196,6 @@ def test_a_post_cut_while_its_run_is_recorded_keeps_the_upload_of_the_recorded_r
     reply, run_id, kept, status = asyncio.run(asyncio.wait_for(post_cut_while_recording(), 120))
     assert reply.status_code == 503, reply.text
     assert reply.json()["error"] == "shutting_down"
+    assert "the run may have been recorded: GET /runs" in reply.json()["detail"]
     assert status == "pending"  # recorded: the next start resumes it
     assert kept, f"the upload of the recorded run {run_id} was removed"
