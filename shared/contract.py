@@ -272,7 +272,10 @@ class Algorithm:
     `score`, `score_range` and `path_tree` tell clients what a block's score and path
     are (ServiceInfo). `engine` names what actually runs (for example Boilerpipe's
     `java` or `python`); `warm_up` is called once per worker process before it is marked
-    ready; `details` gives /info's optional `details`.
+    ready; `details` gives /info's optional `details`; `model` loads a learned service's
+    model file (once per process) and names the file loaded, /info's `model`, so that a
+    service built from this Algorithm reports it and stops at start on a file that does
+    not load.
     """
 
     name: str
@@ -287,6 +290,7 @@ class Algorithm:
     engine: Callable[[], str | None] = field(default=lambda: None)
     warm_up: Callable[[], None] = field(default=lambda: None)
     details: Callable[[], dict[str, Any] | None] = field(default=lambda: None)
+    model: Callable[[], ModelInfo | None] = field(default=lambda: None)
 
     def info(self) -> ServiceInfo:
         return ServiceInfo(
@@ -300,6 +304,7 @@ class Algorithm:
             path_tree=self.path_tree,
             engine=self.engine(),
             details=self.details(),
+            model=self.model(),
         )
 
     def run(self, html: str, options: dict[str, Any] | Options | None = None,

@@ -8,7 +8,7 @@ give wrong probabilities. Its metadata lists the digests of the pages it was tra
 on (`page_digest`), so figures on those pages are flagged in-sample whatever the test
 set is called (orchestrator.insample). A service loads its shipped file unless
 BOILERBENCH_<SERVICE>_MODEL names one of the user's own (`load_model`), and its /info
-names the file it loaded by the SHA-256 of its bytes (`loaded_model`).
+names the file it loaded by the SHA-256 of its bytes (`model_info`).
 """
 
 from __future__ import annotations
@@ -107,13 +107,15 @@ _LOADED: dict[str, ModelInfo] = {}
 """Service -> the model file this process last loaded for it (load_model)."""
 
 
-def loaded_model(service: str) -> ModelInfo | None:
-    """The model file this process loaded for `service` (its name, the SHA-256 of the
-    bytes read, its recorded held-out figures), None where it loaded none: what a
-    service's /info reports, so that a client of the service over HTTP judges its
-    in-sample pages by that file, not by its own environment. A service's app loads
-    its model before the app is built (services/<name>/app.py)."""
-    return _LOADED.get(service)
+def model_info(service: str, load: Callable[[], object]) -> Callable[[], ModelInfo]:
+    """A learned service's Algorithm.model: `load` (its loader, cached per process)
+    called, then the file it loaded named (its name, the SHA-256 of the bytes read, its
+    recorded held-out figures): what its /info reports, so that a client of the service
+    over HTTP judges its in-sample pages by that file, not by its own environment."""
+    def loaded() -> ModelInfo:
+        load()
+        return _LOADED[service]
+    return loaded
 
 
 def _held_out_figures(data: Any) -> dict[str, float] | None:
@@ -141,7 +143,7 @@ def _load(service: str, path: Path, parse: Callable[[dict[str, Any]], LoadedMode
 def load_model(service: str, shipped: Path, parse: Callable[[dict[str, Any]], LoadedModel]
                ) -> LoadedModel:
     """The service's model: `parse` of the configured file's JSON (configured_model),
-    else of `shipped`'s (loaded_model then names it). A configured file that does not
+    else of `shipped`'s (model_info then names it). A configured file that does not
     load (missing, cut short, another service's or version's) raises the
     ValidationError of a wrong setting, which stops a service at startup with one line
     naming the variable (shared.serving) instead of failing every page."""

@@ -43,7 +43,6 @@ from shared.contract import (
     HealthReply,
     ServiceInfo,
 )
-from shared.modelfile import loaded_model
 from shared.openapi import (
     HTML_BODY,
     RawOperation,
@@ -382,10 +381,7 @@ def create_service_app(algorithm: Algorithm, settings: ServiceSettings | None = 
     settings = settings or ServiceSettings()
     module = algorithm.extract.__module__
     pool = WorkerPool(module, settings.workers)
-    # The model file this process loaded (services/<name>/app.py loads it first), which a
-    # client over HTTP needs to know the pages it was trained on; null without a model.
-    info = algorithm.info().model_copy(update={"model": loaded_model(algorithm.name)}
-                                       ).model_dump()
+    info = algorithm.info().model_dump()
     if info["details"] is None:  # most services: /info as it always was
         del info["details"]
 

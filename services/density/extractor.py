@@ -23,6 +23,7 @@ from services.density.lines import render_lines
 from services.density.model import default_model, line_counts, line_features
 from services.density.thresholds import gaussian_threshold, mean_threshold
 from shared.contract import Algorithm, Block, Extraction, Options
+from shared.modelfile import model_info
 
 VERSION = "1.0.0"
 Threshold = Literal["fixed", "mean", "gaussian", "learned"]
@@ -84,4 +85,5 @@ ALGORITHM = Algorithm(
     score_range=(0.0, 1.0),
     path_tree=None,
     warm_up=_warm_up,
+    model=model_info("density", default_model),
 )

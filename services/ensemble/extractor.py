@@ -37,6 +37,7 @@ from services.ensemble.model import default_model
 from services.fusion.features import PageFeatures, page_features, stoplists
 from shared.contract import Algorithm, Block, Extraction, Options
 from shared.flatpage import tree_details
+from shared.modelfile import model_info
 from shared.registry import SERVICES
 from shared.settings import ServiceSettings
 
@@ -220,5 +221,6 @@ ALGORITHM = Algorithm(
     score_range=(0.0, 1.0),
     path_tree="html5",
     warm_up=_warm_up,
+    model=model_info("ensemble", default_model),
     details=_details,
 )

@@ -23,6 +23,7 @@ from services.fusion.features import page_features, stoplists
 from services.fusion.model import default_model
 from shared.contract import Algorithm, Block, Extraction, Options
 from shared.flatpage import tree_details
+from shared.modelfile import model_info
 
 
 class FusionOptions(Options):
@@ -74,4 +75,5 @@ ALGORITHM = Algorithm(
     score_range=(0.0, 1.0),
     path_tree="html5",
     warm_up=_warm_up,
+    model=model_info("fusion", default_model),
 )
