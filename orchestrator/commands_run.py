@@ -512,17 +512,16 @@ def _check_model_files(services: list[str]) -> None:
     """Load each model file of one's own (BOILERBENCH_<NAME>_MODEL) of a service this
     run starts, before it does: in process, every page would otherwise fail on a file
     that does not load, and a local service would not start."""
-    import importlib
-
     from pydantic import ValidationError
 
     from shared.modelfile import configured_model
+    from shared.registry import SERVICES
     from shared.settings import invalid_settings
 
     for name in services:
         if configured_model(name) is not None:
             try:
-                importlib.import_module(f"services.{name}.model").default_model()
+                SERVICES[name].algorithm().model()
             except ValidationError as exc:
                 _error(invalid_settings(exc, "BOILERBENCH_"))
                 raise typer.Exit(2) from None
