@@ -18,6 +18,7 @@ import zipfile
 import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.context import ForkContext
 from pathlib import Path
 from statistics import fmean
 
@@ -73,6 +74,19 @@ def assert_odd_pages_do_not_raise(algorithm: Algorithm, pages: Sequence[str] = O
         reply = algorithm.run(html)
         assert all(b.text for b in reply.blocks)
     assert algorithm.run("<p>only words here</p>").text == "only words here"
+
+
+def run_processes_at_once(context: ForkContext, target: Callable[..., None],
+                          args: tuple[object, ...], count: int = 4) -> None:
+    """Start `count` processes of `target(*args)` (which meet at a barrier in `args`, so
+    that they race), wait for them, and check that each ended well."""
+    processes = [context.Process(target=target, args=args)
+                 for _ in range(count)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=60)
+    assert all(process.exitcode == 0 for process in processes)
 
 
 def post_html_sent_whole(connection: http.client.HTTPConnection, body: bytes, chunked: bool

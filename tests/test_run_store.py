@@ -34,7 +34,7 @@ from orchestrator.models import RunInfo
 from orchestrator.runner import RunSpec, create_run, folder_source
 from orchestrator.store import RunBusyError, Store, run_owner_alive
 from orchestrator.testsets import LabelledPage, in_memory
-from tests.helpers import REPO, set_run_owner, tar_bytes, write_test_set
+from tests.helpers import REPO, run_processes_at_once, set_run_owner, tar_bytes, write_test_set
 
 
 def test_the_default_store_is_in_the_users_data_folder(tmp_path: Path,
@@ -323,14 +323,8 @@ def test_of_processes_resuming_one_run_at_once_one_takes_it(tmp_path: Path) -> N
         _new_run(path, "r")
         set_run_owner(path, "r", dead.pid)
         start, done, won = context.Barrier(4), context.Barrier(4), context.Queue()
-        claimers = [context.Process(target=_claim_at_once, args=(path, "r", start, done, won))
-                    for _ in range(4)]
-        for claimer in claimers:
-            claimer.start()
-        for claimer in claimers:
-            claimer.join(timeout=60)
-        assert all(claimer.exitcode == 0 for claimer in claimers)
-        assert sorted(won.get(timeout=5) for _ in claimers) == [False, False, False, True]
+        run_processes_at_once(context, _claim_at_once, (path, "r", start, done, won))
+        assert sorted(won.get(timeout=5) for _ in range(4)) == [False, False, False, True]
 
 
 def _take_over(path: Path, run_id: str, owner: str) -> bool:

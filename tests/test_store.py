@@ -21,7 +21,7 @@ from orchestrator.config import RunConfig
 from orchestrator.models import Counts, PageResult, PageScores, RunInfo
 from orchestrator.store import Store, StoreError
 from orchestrator.testsets import LabelledPage
-from tests.helpers import store_of_runs
+from tests.helpers import run_processes_at_once, store_of_runs
 
 
 def _result(page_id: str, service: str = "justext", status: str = "ok") -> PageResult:
@@ -139,13 +139,7 @@ def test_processes_opening_a_new_store_at_once_all_get_it(tmp_path: Path) -> Non
     for attempt in range(5):
         path = tmp_path / str(attempt) / "runs.sqlite"
         barrier, errors = context.Barrier(4), context.Queue()
-        openers = [context.Process(target=_open_at_once, args=(path, barrier, errors))
-                   for _ in range(4)]
-        for opener in openers:
-            opener.start()
-        for opener in openers:
-            opener.join(timeout=60)
-        assert all(opener.exitcode == 0 for opener in openers)
+        run_processes_at_once(context, _open_at_once, (path, barrier, errors))
         assert errors.empty(), errors.get()
         assert [p.name for p in path.parent.iterdir() if not p.name.startswith("runs.")] == []
         store = Store(path)
