@@ -20,6 +20,7 @@ import csv
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from html import escape
 from pathlib import Path
@@ -281,14 +282,18 @@ _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
 
 
 def _latex(text: str) -> str:
-    """A cell as LaTeX text: special characters escaped, and line breaks and control
-    characters (a blank line ends a tabular cell with an error) made plain."""
-    out = "".join(_LATEX_SPECIAL.get(c, c) for c in " ".join(printable(text).split()))
+    """A cell as LaTeX text: special characters escaped, line breaks and control
+    characters (a blank line ends a tabular cell with an error) made plain, and accents
+    composed (NFC): pdflatex sets `é` but stops at an `e` with a combining accent, as
+    file names made on macOS spell it."""
+    plain = " ".join(printable(unicodedata.normalize("NFC", text)).split())
+    out = "".join(_LATEX_SPECIAL.get(c, c) for c in plain)
     return out.replace("±", r"$\pm$").replace("–", "--").replace("<", r"$<$")
 
 
 def latex_table(header: list[str], rows: list[list[str]], caption: str, label: str) -> str:
-    """A booktabs table (\\usepackage{booktabs})."""
+    """A booktabs table (\\usepackage{booktabs}; docs/evaluation.md says what else a
+    document that takes it needs)."""
     numeric = numeric_columns(header)
     spec = "".join("r" if i in numeric else "l" for i in range(len(header)))
     lines = [r"\begin{table}", r"\centering", rf"\caption{{{_latex(caption)}}}",
