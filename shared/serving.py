@@ -16,13 +16,15 @@ reached (the "slowloris" attack). GuardedProtocol adds, per connection:
   whose request is still incomplete (slow clients go first, complete requests are
   never cut), or, when every connection has a complete request in hand, is itself
   answered 503 and closed;
-- a reply that ends the connection while the request's body is still arriving (a
-  413 for a body far past the limit) closes it in stages (RFC 9112, 9.6): the
-  writing side first, then the rest of the body is read and dropped until the
-  client closes, at most LINGER_BYTES of it and only until the request's time runs
-  out. Closed at once with bytes unread, the kernel resets the connection, and a
-  client that sends its whole body before it reads (Python's http.client, and
-  requests on it) gets the reset instead of the reply.
+- a reply sent while the request's body is still arriving (a 413 for a body far
+  past the limit; a 401, 404 or 405 sent before the app read the body) ends the
+  connection (uvicorn would keep it open and read the rest of the body, however
+  long, until the request's time ran out), in stages (RFC 9112, 9.6): the writing
+  side first, then the rest of the body is read and dropped until the client
+  closes, at most `linger_bytes` of it and only until the request's time runs out.
+  Closed at once with bytes unread, the kernel resets the connection, and a client
+  that sends its whole body before it reads (Python's http.client, and requests on
+  it) gets the reset instead of the reply.
 
 The process's open-file limit is raised to its hard limit, and the connection cap
 kept below it, so accepting never fails for lack of descriptors.
@@ -30,10 +32,11 @@ kept below it, so accepting never fails for lack of descriptors.
 On a stop (SIGTERM, Ctrl-C) uvicorn waits for the requests in hand to be answered,
 for as long as they take: a service's page in hand is answered. An app whose lifespan
 state holds SHUTDOWN_GRACE_S has the requests still in hand that many seconds into a
-stop cancelled instead (the orchestrator's API, whose reads can be asked again). Once
-shut down, uvicorn ends the process by raising the SIGTERM again, without waiting for
-the threads of requests it cancelled; where that signal is ignored (the process is PID
-1 of a container) the process ends the same way, with the status the signal gives
+stop cancelled instead (the orchestrator's API, whose reads can be asked again, and
+which answers them 503): one WARNING line says so, where uvicorn's own is an ERROR.
+Once shut down, uvicorn ends the process by raising the SIGTERM again, without waiting
+for the threads of requests it cancelled; where that signal is ignored (the process is
+PID 1 of a container) the process ends the same way, with the status the signal gives
 (143), rather than wait for them.
 """
 
@@ -41,30 +44,34 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import re
 import resource
 import signal
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from pydantic import ValidationError
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from shared.registry import ORCHESTRATOR_PORT, SERVICES
 from shared.settings import HttpLimits, invalid_settings
 
+if TYPE_CHECKING:
+    from uvicorn._types import ASGISendEvent
+
 # Descriptors kept free of client connections: worker sockets, log files, SQLite.
 RESERVED_FILES = 64
-# How much of a refused body is read and dropped after the reply, so that the client
-# reads the reply (module docstring); past it the connection is cut.
-LINGER_BYTES = 2**30
-# The key of an app's lifespan state that bounds a stop's wait for requests in hand.
+# The key of an app's lifespan state that bounds a stop's wait for requests in hand; an
+# app that sets it answers the requests it then has cancelled (503, as the API does).
 SHUTDOWN_GRACE_S = "shutdown_grace_s"
+# uvicorn's ERROR line (Server.shutdown) when that wait ends with requests in hand.
+GRACE_PASSED = "Cancel %s running task(s), timeout graceful shutdown exceeded"
 
 
 def raise_open_file_limit() -> int:
@@ -86,6 +93,21 @@ def _reply(status: bytes, detail: bytes) -> bytes:
         b" ", b"_"), detail)
     return (b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
             b"connection: close\r\n\r\n%s" % (status, len(body), body))
+
+
+def _ending_if_body_unread(
+        cycle: RequestResponseCycle) -> Callable[[ASGISendEvent], Coroutine[Any, Any, None]]:
+    """The request's `send`, with a reply that starts while the request's body is still
+    arriving made to end the connection (`connection: close`, then the close in stages
+    of the module docstring): uvicorn would read the rest of that body to its end."""
+    send = cycle.send
+
+    async def sending(message: ASGISendEvent) -> None:
+        if message["type"] == "http.response.start" and cycle.more_body:
+            cycle.keep_alive = False
+        await send(message)
+
+    return sending
 
 
 class _ReplyTransport(asyncio.Transport):
@@ -159,9 +181,12 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
             if size > limits.max_header_bytes:
                 self._refuse_head()
                 return
+            before = self.cycle
             super().on_headers_complete()
-            if self.cycle is not None:
+            if self.cycle is not None and self.cycle is not before:  # this request's
                 self.cycle.transport = _ReplyTransport(self.transport, self._close_after_reply)
+                self.cycle.send = _ending_if_body_unread(  # type: ignore[method-assign,assignment]
+                    self.cycle)
 
         def _close_after_reply(self) -> None:
             """Close once a reply is sent; in stages where the request's body is still
@@ -170,7 +195,7 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
                     or self.transport.is_closing():
                 self.transport.close()
                 return
-            self._linger_left = LINGER_BYTES
+            self._linger_left = limits.linger_bytes
             self.transport.write_eof()
             self.flow.resume_reading()  # paused where the unread body filled uvicorn's buffer
 
@@ -243,6 +268,26 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
     return GuardedProtocol
 
 
+class _GracePassedWarning(logging.Filter):
+    """uvicorn's ERROR line on the requests a stop's grace has cancelled, as the WARNING
+    it is: cancelling them is what an app asking a grace wants, not a fault."""
+
+    def __init__(self, grace: float) -> None:
+        super().__init__()
+        self.grace = grace
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != GRACE_PASSED or not isinstance(record.args, tuple):
+            return True
+        if not record.args[0]:  # a grace of 0 s passes at once, with nothing in hand
+            return False
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.msg = ("Stopping: %s request(s) still in hand after the grace of %g s "
+                      "cancelled; those whose reply had not started are answered 503")
+        record.args = (*record.args, self.grace)
+        return logging.getLogger(record.name).isEnabledFor(logging.WARNING)
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, telling `on_listening` its URL once its socket listens, with the
     stop's wait for requests in hand that the app's lifespan state asks (module
@@ -253,13 +298,18 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self.on_listening = on_listening
         self.stop_signals: list[int] = []
+        self.grace_passed: _GracePassedWarning | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.stop_signals.append(sig)
         super().handle_exit(sig, frame)
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().serve(sockets)  # ends the process on a SIGTERM, unless it is ignored
+        try:
+            await super().serve(sockets)  # ends the process on a SIGTERM, unless ignored
+        finally:
+            if self.grace_passed is not None:
+                logging.getLogger("uvicorn.error").removeFilter(self.grace_passed)
         if signal.SIGTERM in self.stop_signals:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -270,6 +320,8 @@ class _Server(uvicorn.Server):
         grace = self.lifespan.state.get(SHUTDOWN_GRACE_S)
         if grace is not None:
             self.config.timeout_graceful_shutdown = grace
+            self.grace_passed = _GracePassedWarning(grace)
+            logging.getLogger("uvicorn.error").addFilter(self.grace_passed)
         if self.on_listening is None:
             return
         for server in self.servers:

@@ -68,6 +68,13 @@ class HttpLimits(BaseSettings):
     max_connections: int = Field(
         1000, ge=1, description="Open connections at most; a new one past it closes the "
                                 "oldest connection whose request is still incomplete.")
+    linger_bytes: int = Field(
+        2**30, ge=0, description="After a reply sent while the request's body is still "
+                                 "arriving (a 413, a 401 or 404 before the body was read), at "
+                                 "most this much of the rest is read and dropped before the "
+                                 "connection is closed, so that a client that sends its whole "
+                                 "body before it reads gets the reply; past it the connection "
+                                 "is cut.")
 
 
 def invalid_settings(exc: ValidationError, env_prefix: str) -> str:

@@ -118,7 +118,7 @@ def test_a_crowd_of_idle_connections_does_not_lock_clients_out(
 def test_a_chunked_body_far_past_the_limit_gets_its_413_and_ends_the_connection(
         service: tuple[str, int]) -> None:
     """Refused once it is 16 MiB past the limit; the rest is read and dropped (up to
-    serving.LINGER_BYTES), so a client that sends it all before it reads gets the 413."""
+    HttpLimits.linger_bytes), so a client that sends it all before it reads gets the 413."""
     url, _ = service
     chunk = b"%x\r\n%s\r\n" % (1 << 20, b"a" * (1 << 20))
     with socket.create_connection(_address(url)) as sock:
