@@ -135,7 +135,9 @@ def evaluate_page(task: PageTask) -> list[PageResult]:
                 text, blocks = baseline(html)
             else:
                 name, options = parse_target(service)
-                reply = _algorithm(name).run(html, options, None)
+                algorithm = _algorithm(name)  # options from the command line are text
+                reply = algorithm.run(html, algorithm.options_model.model_validate(options),
+                                      None)
                 text, blocks = reply.text, reply.blocks
         except PageError as exc:  # refused on purpose (e.g. no feed): left out, counted
             results.append(PageResult(**base, status="skipped", error=str(exc)[:500]))

@@ -44,15 +44,19 @@ On start the server resumes runs left pending or running by a previous process
 (same store), taking each over in one transaction (Store.claim_run), so a `run
 --resume` at the same moment does not run it too; and it removes the uploads a
 killed server had unpacked without recording their run (_remove_abandoned_uploads).
+A run that a server of another host on the same store file holds (its heartbeat
+fresh, orchestrator/store.py) stays that server's: this one does not look again,
+and once that server has ended the run shows `interrupted` and is resumed by the
+next start on the store or by `run --resume`, from its stored results.
 A stop (SIGTERM) takes seconds, not as long as the work in hand: the requests in hand
-get STOP_GRACE_S, then those still going are answered 503 `shutting_down` (ApiApp);
+get STOP_GRACE_S (the setting stop_grace_s), then those still going are answered 503 `shutting_down` (ApiApp);
 the runs going are cancelled and waited for STOP_RUNS_WAIT_S at most, and left, as a
 killed server leaves them, for the next start to resume.
 
 API settings come from the environment, prefix BOILERBENCH_API_ (host, port,
 token, max_body_bytes, allowed_roots, config, max_running_runs, max_queued_runs,
-max_unpacked_bytes, uploads; the HTTP limits of shared/serving.py:
-max_header_bytes, request_timeout_s, max_connections); run defaults (store, output
+max_unpacked_bytes, uploads, stop_grace_s; the HTTP limits of shared/serving.py:
+max_header_bytes, request_timeout_s, max_connections, linger_bytes); run defaults (store, output
 folder, service URLs, concurrency...) from the configuration file named by
 BOILERBENCH_API_CONFIG and the BOILERBENCH_* variables (orchestrator/config.py).
 """
@@ -166,6 +170,9 @@ class ApiSettings(BaseSettings):
                                     description="An upload may unpack to this many bytes.")
     uploads: Path | None = Field(None, description="Folder of unpacked uploads; default: "
                                                    "`uploads` beside the store.")
+    stop_grace_s: float = Field(
+        STOP_GRACE_S, ge=0, allow_inf_nan=False, description="A stop (SIGTERM) waits this "
+        "long for the requests in hand; those still going then get 503 shutting_down.")
 
     @field_validator("token")
     @classmethod
@@ -275,12 +282,14 @@ def _spec_from(config: RunConfig, services: list[str] | None,
     return config.run_spec(services=names, options=options, backend=backend)
 
 
-async def _check_called_services(config: RunConfig, spec: RunSpec) -> None:
+async def _check_called_services(config: RunConfig, spec: RunSpec
+                                 ) -> dict[str, dict[str, Any]]:
     """Refuse (503) a run whose services are not there or are other services, at the
     URLs the configuration gives or at ports nobody gave: its pages would all fail, or
-    score another service under the name asked for."""
+    score another service under the name asked for. Each one's /info by name (the run's
+    in-sample flags read it)."""
     try:
-        await asyncio.to_thread(check_services, config.called_urls(spec, spec.local),
+        return await asyncio.to_thread(check_services, config.called_urls(spec, spec.local),
                                 spec.service_token)
     except StackError as exc:
         raise ServiceError(503, "service_unavailable", _unavailable_detail(exc)) from None
@@ -445,9 +454,10 @@ RUN_BUSY = ("`run_busy`: another live process (a `boilerbench run`, another serv
 def _remove_abandoned_uploads(api: ApiState) -> None:
     """Remove the uploads a killed server left unpacked, or half unpacked, without their
     run. Each upload is reserved in the store before it is unpacked (reserve_upload),
-    so only those of this store whose process has ended go: an upload another live
-    server is unpacking stays, and so does a folder another store's run reads (two
-    stores in one folder share `uploads`). A `.partial` folder no reservation names
+    so only those of this store whose process has ended go (another host's once its
+    heartbeat is stale): an upload another live server is unpacking stays, and so does
+    a folder another store's run reads (two stores in one folder share `uploads`).
+    A `.partial` folder no reservation names
     (left by an earlier version) goes once it is older than any unpacking takes."""
     for run_id, folder in api.store.abandoned_uploads():
         if folder.is_absolute() and folder.name == run_id:  # never another folder
@@ -492,7 +502,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, float]]:
                      for name in spec.called_services} if spec.local else None)
             api.start_task(info.id, urls)
     try:
-        yield {SHUTDOWN_GRACE_S: STOP_GRACE_S}
+        yield {SHUTDOWN_GRACE_S: api.settings.stop_grace_s}
     finally:
         going = list(api.tasks.values())
         for task in going:
@@ -634,14 +644,14 @@ async def post_run(request: Request, api: Api) -> Response:
             raise ServiceError(422, "invalid_request", "give `dataset`, `pages` or an archive")
         try:
             spec = _spec_from(api.run_config, parsed.services, parsed.options, parsed.backend)
-            await _check_called_services(api.run_config, spec)
+            infos = await _check_called_services(api.run_config, spec)
             # Again after the awaits above, and the place held until start_task: posts
             # read in parallel cannot all pass the check made before their bodies.
             api.check_queue()
             api.reserved.add(run_id)
             try:
                 await asyncio.to_thread(create_run, api.store, spec, folders, memory,
-                                        run_id=run_id)
+                                        run_id=run_id, infos=infos)
             finally:
                 api.reserved.discard(run_id)
         except (DatasetError, ValueError) as exc:

@@ -239,7 +239,6 @@ def run(
         console.print(f"[yellow]warning: {escape(unused)}", highlight=False, soft_wrap=True)
     from orchestrator.predictions import PredictionsError, prediction_rows
     from orchestrator.runner import RunSpec
-    from orchestrator.store import run_owner_alive
 
     rows: dict[str, str] = {}
     if predictions is not None and not resume:
@@ -268,7 +267,7 @@ def run(
             if info is None:
                 _error(f"no run {run_id!r} in {config.store_path}" + _store_hint(run_id, config))
                 raise typer.Exit(2)
-            if run_owner_alive(info):
+            if db.run_owner_alive(info):
                 _held_elsewhere(info)
             spec = RunSpec.model_validate(db.spec(run_id))
             finished = info.status == "finished"
@@ -278,14 +277,11 @@ def run(
         else:
             spec, run_id = _new_run(db, config, rows, rank_by)
             finished = False
-        with _stop_signals() as stop:
-            try:
-                results = (_finished_results(db, run_id, spec) if finished
-                           else _execute(db, run_id, spec, config, stop))
-                warnings = db.details(run_id)["warnings"]
-                _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
-            except KeyboardInterrupt:  # the results are stored: the hint prints them again
-                _interrupted(run_id, config.store_path)
+        with _stop_signals(run_id, config.store_path) as stop:
+            results = (_finished_results(db, run_id, spec) if finished
+                       else _execute(db, run_id, spec, config, stop))
+            warnings = db.details(run_id)["warnings"]
+            _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
 
 
 @app.command()
@@ -321,13 +317,10 @@ def score(
     db = _open_store(config.store_path)
     with _store_failures(db):
         spec, run_id = _new_run(db, config, rows, rank_by, services=[])
-        with _stop_signals() as stop:
-            try:
-                results = _execute(db, run_id, spec, config, stop)
-                warnings = db.details(run_id)["warnings"]
-                _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
-            except KeyboardInterrupt:
-                _interrupted(run_id, config.store_path)
+        with _stop_signals(run_id, config.store_path) as stop:
+            results = _execute(db, run_id, spec, config, stop)
+            warnings = db.details(run_id)["warnings"]
+            _print_results(results, run_id, Path(spec.output_folder), spec, warnings)
 
 
 def _held_elsewhere(info: RunInfo) -> NoReturn:
@@ -405,7 +398,7 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
         sets = [("sample", SAMPLE_DIR / "html", SAMPLE_DIR / "content", SAMPLE_DIR / "feeds")]
     spec = config.run_spec(services=services, predictions=predictions, rank_by=rank_by,
                            local=config.mode == "local")
-    _check_called_services(spec, config)
+    infos = _check_called_services(spec, config)
     if spec.backend == "embedded" or _local(spec, config):
         _check_model_files(spec.called_services)
     try:  # now, not after every page is done
@@ -414,7 +407,8 @@ def _new_run(db: Store, config: RunConfig, predictions: dict[str, str] | None = 
         _error(f"cannot write the reports to {config.output_folder}: {exc.strerror or exc}")
         raise typer.Exit(2) from None
     try:
-        run_id = create_run(db, spec, [folder_source(*s) for s in sets], memory)
+        run_id = create_run(db, spec, [folder_source(*s) for s in sets], memory,
+                            infos=infos)
     except (DatasetError, ValueError) as exc:  # PredictionsError is a ValueError
         _error(str(exc))
         raise typer.Exit(2) from None
@@ -464,18 +458,21 @@ class _StopSignals:
 
 
 @contextlib.contextmanager
-def _stop_signals() -> Iterator[_StopSignals]:
+def _stop_signals(run_id: str, store_path: Path) -> Iterator[_StopSignals]:
     """_StopSignals handling SIGINT, SIGTERM and SIGHUP meanwhile; a signal ignored
-    (SIGHUP under nohup, SIGINT in a background job) stays ignored."""
+    (SIGHUP under nohup, SIGINT in a background job) stays ignored. The one place a
+    stop ends the command: whatever it interrupted (services starting, the run, the
+    results table), what was stored stays and the command exits as _interrupted says."""
     stop = _StopSignals()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop  # signal handlers belong to the main thread
-        return
-    previous = {sig: signal.signal(sig, stop)
-                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-                if signal.getsignal(sig) != signal.SIG_IGN}
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # signal handlers' thread
+        previous = {sig: signal.signal(sig, stop)
+                    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                    if signal.getsignal(sig) != signal.SIG_IGN}
     try:
         yield stop
+    except KeyboardInterrupt:
+        _interrupted(run_id, store_path)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -495,14 +492,14 @@ def _local(spec: RunSpec, config: RunConfig) -> bool:
     return spec.local or config.mode == "local"
 
 
-def _check_called_services(spec: RunSpec, config: RunConfig) -> None:
+def _check_called_services(spec: RunSpec, config: RunConfig) -> dict[str, dict[str, Any]]:
     """Before a run calls services over HTTP at addresses it does not start them on
     (--url, the configuration's URLs, a registry or --port-base port), make sure each
     is the service named there (its /info), as `extract` does: another service's replies
     would be scored as the one named, and where nothing answers every page would be
-    recorded as an error."""
+    recorded as an error. Each one's /info by name (the run's in-sample flags read it)."""
     try:
-        check_services(config.called_urls(spec, _local(spec, config)), spec.service_token)
+        return check_services(config.called_urls(spec, _local(spec, config)), spec.service_token)
     except StackError as exc:
         _error(f"{exc}{_service_hint(exc, config)}")
         raise typer.Exit(1) from None
@@ -572,8 +569,6 @@ def _execute(db: Store, run_id: str, spec: RunSpec, config: RunConfig,
 
         try:
             return stop.run(execute_run(db, run_id, advance, urls=urls))
-        except KeyboardInterrupt:
-            _interrupted(run_id, config.store_path)
         except (DatasetError, PredictionsError) as exc:  # its input files gone or unreadable
             _error(str(exc))
             raise typer.Exit(2) from None

@@ -174,29 +174,38 @@ def _unknown_model(service: str, url: str, info: Mapping[str, Any] | None) -> st
 
 
 def served_trainings(urls: Mapping[str, str], token: str | None = None,
-                     timeout: float = 10.0) -> tuple[dict[str, Training | None], list[str]]:
+                     timeout: float = 10.0, infos: Mapping[str, Mapping[str, Any]] | None = None
+                     ) -> tuple[dict[str, Training | None], list[str]]:
     """For each learned service (one with model files here) at its URL, the training of
     the model it reports in /info (served_training; None: unknown), and a warning for
     each unknown one. A service called over HTTP runs where this process's environment
-    does not reach, perhaps with a model file of its own."""
+    does not reach, perhaps with a model file of its own. `infos`: the /info replies
+    already read, by service (the run's check of its services); only a service without
+    one is asked."""
     learned = {service: url for service, url in urls.items()
                if configured_model(service) is not None or _shipped(service)}
+    infos = infos or {}
     found: dict[str, Training | None] = {}
     warnings: list[str] = []
     if not learned:
         return found, warnings
     with httpx.Client(headers=bearer_header(token), timeout=timeout) as client:
         for service, url in learned.items():
-            try:
-                reply = client.get(f"{url}/info")
-                info = reply.json() if reply.status_code == 200 else None
-            except (httpx.HTTPError, ValueError):
-                info = None
-            info = info if isinstance(info, dict) else None
+            info = infos[service] if service in infos else _read_info(client, url)
             found[service] = served_training(service, info)
             if found[service] is None:
                 warnings.append(_unknown_model(service, url, info))
     return found, warnings
+
+
+def _read_info(client: httpx.Client, url: str) -> dict[str, Any] | None:
+    """The service's /info, or None where it could not be read."""
+    try:
+        reply = client.get(f"{url}/info")
+        info = reply.json() if reply.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        info = None
+    return info if isinstance(info, dict) else None
 
 
 def uses_model(row: str, options: Mapping[str, Any] | None = None) -> bool:

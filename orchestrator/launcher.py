@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 
@@ -80,29 +80,32 @@ def service_port(name: str, port_base: int | None = None) -> int:
     return port if port_base is None else port - DEFAULT_PORT_BASE + port_base
 
 
-def check_service(url: str, name: str, token: str | None = None, timeout: float = 5.0) -> None:
+def check_service(url: str, name: str, token: str | None = None, timeout: float = 5.0
+                  ) -> dict[str, Any]:
     """Make sure the service at `url` is `name` (its /info says so), else StackError
-    with one line naming the address and what answered there."""
+    with one line naming the address and what answered there; its /info, for a caller
+    that reads more of it (the run's in-sample flags) without asking again."""
     headers = bearer_header(token)
     try:
         reply = httpx.get(f"{url}/info", headers=headers, timeout=timeout)
     except httpx.TransportError as exc:
         raise StackError(f"nothing answers at {url} ({type(exc).__name__})", name,
                          "absent") from None
-    check_info_reply(url, name, token, reply.status_code, reply.content,
-                     reply.headers.get("server"))
+    return check_info_reply(url, name, token, reply.status_code, reply.content,
+                            reply.headers.get("server"))
 
 
 def check_info_reply(url: str, name: str, token: str | None, status: int, body: bytes,
-                     server: str | None) -> None:
+                     server: str | None) -> dict[str, Any]:
     """check_service's judgement of the reply to GET /info at `url` (its status, body
-    and Server header), for a caller that asked on its own terms."""
+    and Server header), for a caller that asked on its own terms: the /info read."""
     try:
-        answered = json.loads(body).get("name") if status == 200 else None
-    except (ValueError, AttributeError):
-        answered = None
-    if answered == name:
-        return
+        info = json.loads(body) if status == 200 else None
+    except ValueError:
+        info = None
+    answered = info.get("name") if isinstance(info, dict) else None
+    if isinstance(info, dict) and answered == name:
+        return info
     if status == 401:
         given = "the one given was refused" if token else "none was given"
         raise StackError(f"{url} asks for a bearer token ({given}): set "
@@ -123,10 +126,11 @@ def up_command(name: str, port_base: int | None) -> str:
     return f"boilerbench up --services {name}{shifted}"
 
 
-def check_services(urls: Mapping[str, str], token: str | None = None) -> None:
-    """check_service for every (name, URL) of `urls`, the first wrong one raising."""
-    for name, url in urls.items():
-        check_service(url, name, token)
+def check_services(urls: Mapping[str, str], token: str | None = None
+                   ) -> dict[str, dict[str, Any]]:
+    """check_service for every (name, URL) of `urls`, the first wrong one raising; each
+    one's /info by name."""
+    return {name: check_service(url, name, token) for name, url in urls.items()}
 
 
 @dataclass

@@ -66,7 +66,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -527,12 +527,14 @@ def predicted_texts(texts: dict[str, str], datasets: Sequence[Dataset], row: str
 
 
 def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (),
-               memory: Sequence[Dataset] = (), run_id: str | None = None) -> str:
+               memory: Sequence[Dataset] = (), run_id: str | None = None,
+               infos: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """Record a new run (status pending) on folder test sets and in-memory ones (whose
     pages go into the store); returns its id. Raises DatasetError for a missing folder,
     or where no test set has a page. The services it calls over HTTP at addresses it
-    does not start them on are asked which model they load (their /info), which
-    decides their in-sample flags."""
+    does not start them on say which model they load in their /info, which decides
+    their in-sample flags: `infos`, the replies the caller's check of the services
+    read (launcher.check_services), by service; a service without one is asked."""
     datasets = [open_source(source) for source in folders]
     sources = list(folders) + [DatasetSource(name=d.name, kind="stored") for d in memory]
     names = [s.name for s in sources]
@@ -555,7 +557,7 @@ def create_run(store: Store, spec: RunSpec, folders: Sequence[DatasetSource] = (
                    for d in all_sets for page_id in d.ids):
             warnings.append(f"{row}: the prediction file {path} names none of the run's "
                             "pages, so each of its pages is an error")
-    served, unknown = served_trainings(spec.served_urls, spec.service_token)
+    served, unknown = served_trainings(spec.served_urls, spec.service_token, infos=infos)
     warnings.extend(unknown)
     spec = spec.model_copy(update={
         "datasets": sources, "total": sum(len(d.ids) for d in all_sets) * len(spec.rows),

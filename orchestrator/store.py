@@ -27,17 +27,29 @@ owner); while it is unfinished and that process lives, no other process deletes 
 Once that process has ended, the run is shown `interrupted` until it is resumed;
 resuming takes it over with claim_run, whose check and write are one transaction, so
 that two processes resuming it at once do not both execute it.
+
+An owner of this host is checked by its pid and start; one of another host (servers
+on two hosts sharing the store file) by its heartbeat: a process that owns a run or an
+upload writes the time into the `heartbeats` table every HEARTBEAT_S from a daemon
+thread while its Store is open, and marks itself ended (a beat at time 0) on a clean
+close. Another host's owner lives while its heartbeat is at most HEARTBEAT_STALE_S old
+(the hosts' clocks must agree to well within that) and has ended once it is older.
+Another host's owner without a row (an older version's) cannot be checked: it holds
+nothing, as before heartbeats, and its uploads go after UPLOAD_ABANDONED_S.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import shutil
 import socket
 import sqlite3
 import threading
+import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -49,6 +61,8 @@ from typing import Any, Literal
 from orchestrator.models import PageResult, RunInfo, RunStatus
 from orchestrator.testsets import LabelledPage
 from shared.workers import process_exists
+
+log = logging.getLogger("boilerbench.orchestrator")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -76,6 +90,10 @@ CREATE TABLE IF NOT EXISTS uploads (
     owner TEXT NOT NULL,
     created TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS heartbeats (
+    owner TEXT PRIMARY KEY,
+    beat REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS page_results (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     dataset TEXT NOT NULL,
@@ -90,7 +108,10 @@ CREATE TABLE IF NOT EXISTS page_results (
 
 SCHEMA_VERSION = 1
 """The store's layout (SQLite's user_version): a store of a higher one is refused.
-Stores made before it was recorded (0) have the layout of 1."""
+Stores made before it was recorded (0) have the layout of 1. A table that older
+versions can do without (`heartbeats`) is added on open and keeps the version: an
+older process still opens the store and ignores it, its own runs and uploads judged
+by the rules for owners without a heartbeat."""
 
 UNFINISHED: tuple[RunStatus, ...] = ("pending", "running")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -131,7 +152,16 @@ class StoreError(Exception):
 
 UPLOAD_ABANDONED_S = 24 * 3600.0
 """An upload older than this whose run was never recorded is abandoned, whoever made
-it: unpacking an upload and recording its run take minutes at most."""
+it: unpacking an upload and recording its run take minutes at most. What takes an
+upload of a dead process sooner is its owner found ended: by its pid on this host, by
+its stale heartbeat on another; this bound is for another host's owner without one."""
+
+HEARTBEAT_S = 5.0
+"""How often a process that owns runs or uploads in a store records that it lives."""
+
+HEARTBEAT_STALE_S = 12 * HEARTBEAT_S
+"""Another host's owner whose heartbeat is older than this has ended: twelve beats
+missed, so a beat held up by a locked store or a busy machine is not taken for death."""
 
 LOCK_WAIT_S = 30.0
 """How long a write waits for another process's lock on the store."""
@@ -238,7 +268,7 @@ def _start_stamp(ticks: str) -> str:
 def _this_owner() -> str:
     """This process as a run's owner: `host:pid:start`, its start time where /proc tells
     it (else `host:pid`), so that a later process given the same pid after this one has
-    died is not taken for it: there is no heartbeat."""
+    died is not taken for it on this host (another host's reads its heartbeat)."""
     owner = f"{socket.gethostname()}:{os.getpid()}"
     stat = _proc_stat(os.getpid())
     return owner if stat is None else f"{owner}:{_start_stamp(stat[1])}"
@@ -266,20 +296,43 @@ def _process_alive(pid: int, start: str | None) -> bool:
     return state not in ("Z", "X") and (start is None or start == _start_stamp(ticks))
 
 
-def _owner_gone(owner: str | None) -> bool:
-    """Whether the owner of a run is known to have ended: a process of this host that
-    no longer lives."""
+def _heartbeats(db: sqlite3.Connection) -> dict[str, float]:
+    """The last heartbeat (Unix time) of each owner that records one."""
+    return dict(db.execute("SELECT owner, beat FROM heartbeats").fetchall())
+
+
+def _beat(db: sqlite3.Connection, owner: str) -> None:
+    """Record that `owner` lives now: one row per owner, one statement per beat."""
+    db.execute("INSERT INTO heartbeats (owner, beat) VALUES (?, ?) "
+               "ON CONFLICT (owner) DO UPDATE SET beat = excluded.beat", (owner, time.time()))
+
+
+def _owner_alive(owner: str | None, beats: Mapping[str, float]) -> bool | None:
+    """Whether the owner of a run or an upload lives: a process of this host by its pid
+    and start, one of another host by its heartbeat (alive while at most
+    HEARTBEAT_STALE_S old). None where that cannot be told: no owner, or another host's
+    that records no heartbeat (an older version's)."""
     local = _local_owner(owner)
-    return local is not None and not _process_alive(*local)
+    if local is not None:
+        return _process_alive(*local)
+    beat = None if owner is None else beats.get(owner)
+    return None if beat is None else time.time() - beat <= HEARTBEAT_STALE_S
 
 
-def run_owner_alive(info: RunInfo) -> bool:
-    """Whether an unfinished run is held by another live process of this host, which
-    executes it or has it queued (one that must not be doubled, nor the run deleted
-    under it). A process of another host cannot be checked: most often it is an
-    earlier life of this server (a container recreated), so no."""
-    local = _local_owner(info.owner) if info.status in UNFINISHED else None
-    return local is not None and local[0] != os.getpid() and _process_alive(*local)
+def _owner_gone(owner: str | None, beats: Mapping[str, float]) -> bool:
+    """Whether the owner of a run or an upload is known to have ended."""
+    return _owner_alive(owner, beats) is False
+
+
+def _held_by_other(info: RunInfo, beats: Mapping[str, float]) -> bool:
+    """Whether an unfinished run is held by another live process, which executes it or
+    has it queued (one that must not be doubled, nor the run deleted under it). Another
+    host's owner without a heartbeat cannot be checked: most often it is an earlier
+    life of this server (a container recreated), so no."""
+    local = _local_owner(info.owner)
+    if info.status not in UNFINISHED or (local is not None and local[0] == os.getpid()):
+        return False
+    return _owner_alive(info.owner, beats) is True
 
 
 def _stored_run(db: sqlite3.Connection, run_id: str) -> RunInfo:
@@ -293,19 +346,20 @@ def _stored_run(db: sqlite3.Connection, run_id: str) -> RunInfo:
 def _record_status(db: sqlite3.Connection, info: RunInfo, status: RunStatus,
                    error: str | None) -> None:
     """Write a run's status and error, and this process as its owner where it queues or
-    executes the run (pending, running)."""
+    executes the run (pending, running), with its heartbeat in the same transaction."""
     update: dict[str, Any] = {"status": status}
     if status in UNFINISHED:
         update["owner"] = _this_owner()
+        _beat(db, update["owner"])
     info = info.model_copy(update=update)
     db.execute("UPDATE runs SET status = ?, info = ?, updated = ?, error = ? WHERE id = ?",
                (status, info.model_dump_json(), _now(), error, info.id))
 
 
-def _shown(info: RunInfo) -> RunInfo:
+def _shown(info: RunInfo, beats: Mapping[str, float]) -> RunInfo:
     """A run as reported: `interrupted` when it is recorded running or queued but the
     process that held it has ended (no one will take it up until it is resumed)."""
-    if info.status in UNFINISHED and _owner_gone(info.owner):
+    if info.status in UNFINISHED and _owner_gone(info.owner, beats):
         return info.model_copy(update={"status": "interrupted"})
     return info
 
@@ -353,6 +407,22 @@ def _create_store_file(path: Path) -> None:
                          "full" if full else "read_only") from None
 
 
+_BEATING: Counter[Path] = Counter()
+"""The open Stores of this process that beat, by store file: the heartbeat row is
+this process's, so it goes when the last of them closes."""
+_BEATING_LOCK = threading.Lock()
+
+
+def _last_to_stop(file: Path) -> bool:
+    """Count a Store of `file` that beat as closed: whether it was the last."""
+    with _BEATING_LOCK:
+        _BEATING[file] -= 1
+        if _BEATING[file] > 0:
+            return False
+        del _BEATING[file]
+        return True
+
+
 class Store:
     """Runs, their inputs and their page results in one SQLite file."""
 
@@ -362,6 +432,10 @@ class Store:
             _create_store_file(self.path)
             check_store_file(self.path)
         self._lock = threading.RLock()
+        self._closed = threading.Event()
+        self._beating: threading.Thread | None = None
+        self._file = self.path.resolve()
+        self._beat_failed = False
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
                                    timeout=LOCK_WAIT_S)
         try:
@@ -394,8 +468,50 @@ class Store:
                              "of boilerbench, or a new file", "foreign")
 
     def close(self) -> None:
+        """Close the store, stopping the heartbeat; the last of this process's Stores of
+        the file that beat marks the process ended (a beat at time 0), so other hosts
+        take its runs for interrupted and its uploads for abandoned at once."""
         with self._lock:
+            self._closed.set()
+            beating, self._beating = self._beating, None
+        if beating is not None:
+            beating.join()  # at once, or after the beat in hand
+        with self._lock:
+            if beating is not None and _last_to_stop(self._file):
+                with suppress(sqlite3.Error):  # left in a store not writable: it goes stale
+                    self._db.execute("UPDATE heartbeats SET beat = 0 WHERE owner = ?",
+                                     (_this_owner(),))
             self._db.close()
+
+    def _keep_beating(self) -> None:
+        """Start the heartbeat, once this process owns a run or an upload in the store."""
+        with self._lock:
+            if self._beating is not None or self._closed.is_set():
+                return
+            self._beating = threading.Thread(target=self._beat_until_closed, daemon=True,
+                                             name=f"heartbeat of {self.path.name}")
+            with _BEATING_LOCK:
+                _BEATING[self._file] += 1
+            self._beating.start()
+
+    def _beat_until_closed(self) -> None:
+        owner = _this_owner()
+        while not self._closed.wait(HEARTBEAT_S):
+            self._beat_once(owner)
+
+    def _beat_once(self, owner: str) -> None:
+        """One heartbeat. A failed one (a store locked, full or gone read-only) is logged
+        once and never raised: the next beat tries again, and only beats missed for
+        HEARTBEAT_STALE_S make another host take this process for ended."""
+        try:
+            with self._lock:
+                _beat(self._db, owner)
+        except Exception as exc:
+            if not self._beat_failed:
+                self._beat_failed = True
+                log.warning("the heartbeat of this process in the store %s failed (%s); "
+                            "another host takes it for ended once its last beat is %g s "
+                            "old", self.path, exc, HEARTBEAT_STALE_S)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -449,12 +565,16 @@ class Store:
                   p.gold, p.feed) for p in inputs),
             )
             db.execute("DELETE FROM uploads WHERE run_id = ?", (info.id,))  # the run has it
+            _beat(db, info.owner or _this_owner())
+        self._keep_beating()
 
     def set_status(self, run_id: str, status: RunStatus, error: str | None = None) -> None:
         """Record a run's status; setting it pending or running records this process as
         its owner (it queues or executes the run)."""
         with self._transaction() as db:
             _record_status(db, _stored_run(db, run_id), status, error)
+        if status in UNFINISHED:
+            self._keep_beating()
 
     def claim_run(self, run_id: str, status: Literal["pending", "running"], seen: RunInfo
                   ) -> RunInfo | None:
@@ -466,18 +586,28 @@ class Store:
         The check and the write are one transaction, so of two processes resuming a run
         at once (a `serve` starting, a `run --resume`) one takes it and the other is told,
         rather than both executing it. Another process holds it where a live process of
-        this host owns it, or where another host's process (whose life cannot be
-        checked) has taken it since `seen`. KeyError where there is no such run."""
+        this host owns it, or one of another host whose heartbeat is fresh, or where
+        another host's process without a heartbeat (whose life cannot be checked) has
+        taken it since `seen`. KeyError where there is no such run."""
         with self._transaction() as db:
             info = _stored_run(db, run_id)
             if info.status in ("finished", "cancelled"):
                 return info
-            taken = info.owner != seen.owner and not _owner_gone(info.owner)
+            beats = _heartbeats(db)
+            taken = info.owner != seen.owner and not _owner_gone(info.owner, beats)
             if info.status in UNFINISHED and info.owner != _this_owner() and (
-                    run_owner_alive(info) or taken):
+                    _held_by_other(info, beats) or taken):
                 return info
             _record_status(db, info, status, None)
-            return None
+        self._keep_beating()
+        return None
+
+    def run_owner_alive(self, info: RunInfo) -> bool:
+        """Whether an unfinished run is held by another live process (of this host by
+        its pid, of another host by its heartbeat), which must not be doubled nor have
+        the run deleted under it."""
+        with self._reading() as db:
+            return _held_by_other(info, _heartbeats(db))
 
     def add_warnings(self, run_id: str, warnings: list[str]) -> None:
         with self._transaction() as db:
@@ -495,7 +625,8 @@ class Store:
                 stored = _stored_run(db, run_id)
             except KeyError:
                 return None
-        return _shown(stored).model_copy(update={"counts": self.counts(run_id)})
+            beats = _heartbeats(db)
+        return _shown(stored, beats).model_copy(update={"counts": self.counts(run_id)})
 
     def status(self, run_id: str) -> RunStatus | None:
         """A run's status alone (cheap: runs poll it to notice a cancellation)."""
@@ -513,7 +644,7 @@ class Store:
                 info = _stored_run(db, run_id)
             except KeyError:
                 return False
-            if run_owner_alive(info):
+            if _held_by_other(info, _heartbeats(db)):
                 raise RunBusyError(info)
             db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
             return True
@@ -545,7 +676,8 @@ class Store:
             params = list(wanted)
         with self._reading() as db:
             rows = db.execute(query + " ORDER BY created DESC", params).fetchall()
-        return [_shown(RunInfo.model_validate_json(row[0])) for row in rows]
+            beats = _heartbeats(db)
+        return [_shown(RunInfo.model_validate_json(row[0]), beats) for row in rows]
 
     def unfinished_runs(self) -> list[RunInfo]:
         return self.runs(UNFINISHED)
@@ -572,9 +704,12 @@ class Store:
         (release_upload). A server killed in between leaves a folder no run refers to:
         the reservation names it to abandoned_uploads, and a folder never reserved in
         this store (another store's upload beside it) is never taken for one."""
+        owner = _this_owner()
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO uploads (run_id, folder, owner, created) "
-                       "VALUES (?, ?, ?, ?)", (run_id, str(folder), _this_owner(), _now()))
+                       "VALUES (?, ?, ?, ?)", (run_id, str(folder), owner, _now()))
+            _beat(db, owner)
+        self._keep_beating()
 
     def release_upload(self, run_id: str) -> None:
         """Forget an upload's reservation: its run was refused, or its folder removed."""
@@ -583,16 +718,18 @@ class Store:
 
     def abandoned_uploads(self) -> list[tuple[str, Path]]:
         """(run id, folder) of the reserved uploads whose run was never recorded and that
-        no process is still unpacking: its process has ended, or (another host's, whose
-        life cannot be checked) it was reserved more than UPLOAD_ABANDONED_S ago."""
+        no process is still unpacking: its process has ended (this host's by its pid,
+        another host's by its stale heartbeat), or it was reserved more than
+        UPLOAD_ABANDONED_S ago (what decides for another host's owner without one)."""
         with self._reading() as db:
             rows = db.execute(
                 "SELECT run_id, folder, owner, created FROM uploads "
                 "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = uploads.run_id)"
             ).fetchall()
+            beats = _heartbeats(db)
         cutoff = datetime.now(UTC) - timedelta(seconds=UPLOAD_ABANDONED_S)
         return [(run_id, Path(folder)) for run_id, folder, owner, created in rows
-                if _owner_gone(owner) or datetime.fromisoformat(created) < cutoff]
+                if _owner_gone(owner, beats) or datetime.fromisoformat(created) < cutoff]
 
     # -- page results ----------------------------------------------------------------
 

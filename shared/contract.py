@@ -309,9 +309,13 @@ class Algorithm:
 
     def run(self, html: str, options: dict[str, Any] | Options | None = None,
             url: str | None = None) -> ExtractReplyBody:
-        """Validate options and run the extractor in this process (no HTTP)."""
+        """Validate options and run the extractor in this process (no HTTP). A dict is
+        read as a JSON body's options are, strictly ("70" is no integer, 70.0 is one), so a
+        Python caller meets the rule and the refusals an HTTP client does; text read as
+        each option's type (a query string's) is validated by the caller,
+        `options_model.model_validate(values)`, and passed as the model."""
         opts = options if isinstance(options, Options) else self.options_model.model_validate(
-            options or {}
+            options or {}, strict=True
         )
         extraction = self.extract(html, opts, url)
         return ExtractReplyBody(text=extraction.content_text(), blocks=extraction.blocks,

@@ -242,6 +242,23 @@ def overlap_warnings(pages: Iterable[tuple[str, str]]) -> list[str]:
             for (a, b), n in sorted(shared.items())]
 
 
+class DigestedPage(Protocol):
+    """A labelled page of any service's training: its dataset and its HTML's digest."""
+
+    @property
+    def dataset(self) -> str: ...
+
+    @property
+    def html_digest(self) -> str: ...
+
+
+def log_overlaps(pages: Iterable[DigestedPage], log: Callable[[str], None]) -> None:
+    """Log overlap_warnings for the training pages, before their leave-one-dataset-out
+    figures are computed: every service's training says the same."""
+    for warning in overlap_warnings((p.dataset, p.html_digest) for p in pages):
+        log(warning)
+
+
 def word_f1(extracted: Counter[str], gold: Counter[str]) -> float:
     """Bag-of-words F1 (multiset intersection; 0 for an empty extract or no overlap,
     but 1 for an empty extract of an empty gold, as a run scores it: a page labelled
@@ -453,8 +470,7 @@ def train_model(learner: Learner[ServiceModel], datasets: Sequence[Path], out: P
         for meta in data_meta:
             require_usable(meta["name"], meta["pages"], meta[f"content_{learner.unit_name}"],
                            learner.unit_name)
-        for warning in overlap_warnings((p.dataset, p.html_digest) for p in pages):
-            log(warning)
+        log_overlaps(pages, log)
         names = sorted({p.dataset for p in pages})
         evaluations = evaluate_candidates(pages, learner.candidates, learner.rules, log)
         shipped = max(evaluations, key=lambda n: evaluations[n]["mean"]) if evaluations \

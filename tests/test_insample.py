@@ -7,7 +7,8 @@ import csv
 import hashlib
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,11 @@ from orchestrator.store import Store
 from orchestrator.testsets import Dataset, open_dataset_file
 from shared.decoding import decode_html
 from shared.modelfile import PAGE_DIGESTS, page_digest
+from shared.registry import SERVICES
+from shared.service import create_service_app
+from shared.settings import ServiceSettings
 from tests.helpers import write_test_set
-from tests.servers import serve_process
+from tests.servers import serve_app, serve_process
 
 LEARNED = ("fusion", "density", "ensemble")
 OWN = {f"own-{i}": (f"<html><body><p>A page of our own, number {i}.</p></body></html>",
@@ -210,3 +214,53 @@ def test_a_run_over_http_flags_by_the_model_the_service_reports(
         output, flags = run_over_http(tmp_path, url, dataset, own_model)
         assert flags["fusion"] == "in-sample (2 of 4 pages)", output
         assert "in-sample unknown" not in output, output
+
+
+@contextmanager
+def counted_service(name: str) -> Iterator[tuple[str, list[str]]]:
+    """Service `name`'s real app on a free port, and the requests it receives
+    ("GET /info", ...), from when it is ready until the block ends."""
+    service = create_service_app(SERVICES[name].algorithm(), ServiceSettings())
+    asked: list[str] = []
+
+    async def counting(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            asked.append(f"{scope['method']} {scope['path']}")
+        await service(scope, receive, send)
+
+    with serve_app(counting) as url:
+        asked.clear()  # serve_app's own readiness checks
+        yield url, asked
+
+
+def test_a_run_asks_each_service_for_its_info_once(tmp_path: Path) -> None:
+    """`boilerbench run`'s check that fusion answers as fusion and its in-sample flags
+    read the same /info reply."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    dataset = write_test_set(tmp_path / "own", OWN)
+    with counted_service("fusion") as (url, asked):
+        result = CliRunner().invoke(
+            app, ["run", "--http", "--url", f"fusion={url}", "--services", "fusion",
+                  "--dataset", str(dataset), "--store", str(tmp_path / "runs.sqlite"),
+                  "--out", str(tmp_path / "out"), "--scoring-processes", "1"])
+    assert result.exit_code == 0, result.output
+    assert sorted(asked) == ["GET /info", *["POST /extract"] * len(OWN)], asked
+
+
+def test_a_run_posted_to_the_api_asks_each_service_for_its_info_once(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from orchestrator.api import ApiSettings, create_app
+    from orchestrator.config import RunConfig
+
+    pages = [{"id": page_id, "html": html, "gold": gold} for page_id, (html, gold) in OWN.items()]
+    with counted_service("fusion") as (url, asked):
+        config = RunConfig(store=tmp_path / "store.sqlite", output_folder=tmp_path / "out",
+                           services=["fusion"], urls={"fusion": url}, mode="http")
+        with TestClient(create_app(ApiSettings(resume=False), config)) as client:
+            posted = client.post("/runs", json={"pages": pages, "backend": "http"})
+            assert posted.status_code == 202, posted.text
+        assert asked.count("GET /info") == 1, asked

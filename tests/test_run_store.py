@@ -32,7 +32,7 @@ from orchestrator.config import RunConfig, default_store_path, load_config
 from orchestrator.launcher import free_port, wait_healthy
 from orchestrator.models import RunInfo
 from orchestrator.runner import RunSpec, create_run, folder_source
-from orchestrator.store import RunBusyError, Store, run_owner_alive
+from orchestrator.store import RunBusyError, Store
 from orchestrator.testsets import LabelledPage, in_memory
 from tests.helpers import REPO, run_processes_at_once, set_run_owner, tar_bytes, write_test_set
 
@@ -92,7 +92,7 @@ def _recorded_owner(path: Path, run_id: str) -> str:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_a_pid_taken_again_after_a_crash_is_not_the_owner_of_its_runs(tmp_path: Path) -> None:
-    """There is no heartbeat: a run's owner is its process's pid and start time, so a
+    """On this host a run's owner is its process's pid and start time, so a
     crashed owner whose pid another process has taken since shows as interrupted, can
     be deleted and resumed, while a live owner still holds its run."""
     path = tmp_path / "runs.sqlite"
@@ -119,8 +119,8 @@ def test_a_pid_taken_again_after_a_crash_is_not_the_owner_of_its_runs(tmp_path: 
             assert crashed is not None
             assert held is not None
             assert (crashed.status, held.status) == ("interrupted", "running")
-            assert not run_owner_alive(crashed)
-            assert run_owner_alive(held)
+            assert not store.run_owner_alive(crashed)
+            assert store.run_owner_alive(held)
             with pytest.raises(RunBusyError):
                 store.delete_run("held")
             assert store.delete_run("crashed")
@@ -149,7 +149,7 @@ def test_owners_recorded_as_host_and_pid_are_still_read(tmp_path: Path) -> None:
             assert shown == {"alive": "running", "dead": "interrupted"}
             alive = store.run("alive")
             assert alive is not None
-            assert run_owner_alive(alive)
+            assert store.run_owner_alive(alive)
         finally:
             store.close()
     finally:
@@ -175,7 +175,7 @@ def test_an_owner_that_exited_unreaped_has_ended(tmp_path: Path) -> None:
             info = store.run("zombie")
             assert info is not None
             assert info.status == "interrupted"
-            assert not run_owner_alive(info)
+            assert not store.run_owner_alive(info)
         finally:
             store.close()
     finally:

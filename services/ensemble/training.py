@@ -58,8 +58,8 @@ from shared.training import (
     TrainingPage,
     best_rule,
     lodo_record,
+    log_overlaps,
     overall,
-    overlap_warnings,
     page_f1,
     paired_pages,
     read_page,
@@ -349,8 +349,7 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameter
         mine = [p for p in pages if p.dataset == dataset.name]
         require_usable(dataset.name, len(mine), int(sum(p.labels.sum() for p in mine)),
                        "blocks")
-    for warning in overlap_warnings((p.dataset, p.html_digest) for p in pages):
-        log(warning)
+    log_overlaps(pages, log)
     lodo = lodo_models(pages, members, hp, seed, log)
     names = sorted({p.dataset for p in pages})
     costs = costs or member_costs(pages, members)
