@@ -16,8 +16,12 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import socket
+import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from functools import cache
 from itertools import islice
@@ -74,22 +78,13 @@ def check_address(address: str, timeout_s: float = 5.0) -> None:
 def run_on_ray(job: WarcJob, address: str, pages: Iterator[WarcPage],
                write: Callable[[Row], None]) -> None:
     """Run the job's pages on Ray: `address` "auto" starts a local Ray for the job
-    with `job.workers` CPUs, and removes its session folder at the end; anything else
-    is a running cluster's address."""
+    with `job.workers` CPUs, gone with its files when the job ends, however
+    it ends (_local_ray); anything else is a running cluster's address."""
     if address == "auto":
         _use_token_of_own()
     import ray
 
-    session: str | None = None
-    with contextlib.chdir(_PACKAGES_ROOT):
-        if address == "auto":
-            context = ray.init(num_cpus=job.workers, include_dashboard=False,
-                               logging_level=logging.WARNING, log_to_driver=False)
-            # A local start returns a RayContext, which Ray types as its base class.
-            session = context.address_info["session_dir"]  # type: ignore[attr-defined]
-        else:
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-    try:
+    with _local_ray(job.workers) if address == "auto" else _ray_at(address):
         remote = ray.remote(num_cpus=1)(extract_batch)
         cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]
         window = 2 * max(1, int(cpus))
@@ -112,10 +107,98 @@ def run_on_ray(job: WarcJob, address: str, pages: Iterator[WarcPage],
                 raise JobAbortedError(f"a Ray task failed: {exc}") from exc
             for row in rows:
                 write(row)
+
+
+@contextlib.contextmanager
+def _ray_at(address: str) -> Iterator[None]:
+    """Connected to the running cluster at `address` for the job."""
+    import ray
+
+    with contextlib.chdir(_PACKAGES_ROOT):
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        yield
     finally:
         ray.shutdown()
-        if session is not None:
-            _remove_session(session)
+
+
+@contextlib.contextmanager
+def _local_ray(cpus: int) -> Iterator[None]:
+    """A local Ray for the job, whose processes and files go when the job ends, however
+    it ends. ray.init has the kernel end its GCS server and raylet with this process (on
+    Linux), but a driver killed without a chance to clean up leaves the cluster's agents
+    for a minute (they try to tell the dead GCS that the raylet died), a worker that had
+    not connected yet for good, and the session folder too. So the cluster gets a temp
+    folder of its own, and a guard process, started first, waits for the end of its
+    stdin, whose other end only this process holds: EOF means the job ended or was
+    killed, and the guard ends what is left of the cluster (guard_local_ray). It runs in
+    a session of its own, so a signal to this process's group (Ctrl-C) spares it."""
+    import ray
+
+    # In the folder where Ray puts its own (RAY_TMPDIR, else /tmp, not TMPDIR: the
+    # cluster's socket paths, below it, may have 107 bytes); ray.init's _temp_dir is
+    # what Ray's logging docs name for a temp folder of one's own.
+    ray_root = os.path.join(os.environ.get("RAY_TMPDIR") or "/tmp", "ray")
+    os.makedirs(ray_root, exist_ok=True)
+    folder = tempfile.mkdtemp(prefix="job-", dir=ray_root)
+    guard = subprocess.Popen(
+        [sys.executable, "-c", "from orchestrator.warc_ray import guard_local_ray; "
+         "guard_local_ray()", folder, str(os.getpid())], cwd=_PACKAGES_ROOT,
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        with contextlib.chdir(_PACKAGES_ROOT):
+            ray.init(num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING,
+                     log_to_driver=False, _temp_dir=folder)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+    finally:
+        if guard.stdin is not None:
+            guard.stdin.close()
+        guard.wait()
+
+
+def guard_local_ray() -> None:
+    """The guard of a local Ray (_local_ray), given the cluster's temp folder and the
+    driver's process id: at EOF on stdin, the processes that hold a file in the folder
+    (every process of the cluster writes its logs there) but the driver are killed until
+    none is found (the raylet may have been starting a worker as it died), and the
+    folder is removed (Ray's logs of the run, about 200 KB). Processes are found on
+    Linux only (/proc); elsewhere Ray does not fate-share with the kernel's help but
+    starts a reaper of its own, which ends them."""
+    folder, driver = sys.argv[1], int(sys.argv[2])
+    sys.stdin.buffer.read()
+    for _ in range(50):
+        holding = [pid for pid in _processes_holding(folder) if pid != driver]
+        if not holding:
+            break
+        for pid in holding:
+            with contextlib.suppress(OSError):  # gone meanwhile
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _processes_holding(folder: str) -> list[int]:
+    """This user's processes with a file in `folder` open, from /proc (none without)."""
+    inside = os.path.join(folder, "")
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    found: list[int] = []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            for fd in os.scandir(f"/proc/{entry}/fd"):
+                if os.readlink(fd.path).startswith(inside):
+                    found.append(int(entry))
+                    break
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    return found
 
 
 def _use_token_of_own() -> None:
@@ -130,14 +213,3 @@ def _use_token_of_own() -> None:
     os.environ["RAY_AUTH_MODE"] = "token"
     if not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")):
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
-
-
-def _remove_session(session_dir: str) -> None:
-    """Remove the session folder of a local Ray the job started and stopped (its logs
-    and sockets, about 200 KB a run, which Ray keeps), and the `session_latest` link
-    beside it where that still names it."""
-    shutil.rmtree(session_dir, ignore_errors=True)
-    latest = os.path.join(os.path.dirname(session_dir), "session_latest")
-    with contextlib.suppress(OSError):
-        if os.readlink(latest) == session_dir:
-            os.unlink(latest)

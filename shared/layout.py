@@ -23,8 +23,12 @@ starts a new one when it has died). Each page gets a fresh browser context and p
 Every page is watched for its time (`timeout_s`) and the browser's memory
 (BOILERBENCH_MAX_BROWSER_BYTES, ServiceSettings.max_browser_bytes): past either, the
 browser is killed with its processes and the page fails; the next one starts a new
-browser. A service also runs this in worker processes whose pool kills a worker past
-its time limit together with its child processes (the Playwright driver and the
+browser. A browser that dies otherwise during a page, or whose driver does, is
+replaced and the page tried once more: a SIGTERM sent to a service's process group
+(`kill -TERM -- -PGID`) or to each of its processes (systemd) ends the driver (Node.js
+ends on it) and so the browser, while the worker ignores it to answer the page in
+hand. A service also runs this in worker processes whose pool kills a worker
+past its time limit together with its child processes (the Playwright driver and the
 browser), see shared/workers.py.
 
 A browser leaves no files behind: its HOME is a temporary folder of its own
@@ -35,7 +39,9 @@ folder, and leave there when it is killed). That folder goes with the browser, a
 with it what a killed browser leaves in the temporary folder: the profile that
 Playwright's driver made for it (about a megabyte) and the folder of its singleton
 socket. A process killed together with its browser (a worker past its time limit,
-or as its service stops) leaves them to the next browser launched on the machine.
+or as its service stops) cannot remove them: its janitor does, a process that the
+first browser's launch starts and that outlives it (clean_up_after_browsers). Where
+the janitor was killed too, the next browser launched on the machine does.
 
 An element's XPath is lxml's getpath form, as shared.flatpage.FlatPage.path gives it
 (/html/body/div[2]/p: an index only where the parent has several children of that
@@ -52,17 +58,19 @@ import os
 import re
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 # The default cap, re-exported: orchestrator/kubernetes.py sizes the pods' memory on it.
 from shared.settings import MAX_BROWSER_BYTES as MAX_BROWSER_BYTES
 from shared.settings import ServiceSettings
-from shared.workers import descendants, process_exists
+from shared.workers import descendants, process_exists, same_imports_env
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Playwright, Route
@@ -102,6 +110,10 @@ _SCRATCH_PREFIX = "boilerbench-browser-"
 # its singleton socket (which stays in TMPDIR: a socket's path has at most 107 bytes).
 _LEFT_BEHIND = "left-behind"
 _LEFT_BEHIND_PREFIXES = ("playwright_chromiumdev_profile-", "org.chromium.Chromium.")
+# A Renderer's janitor (clean_up_after_browsers), run by `python -c`: it forks away at
+# once, since a worker killed past its time limit goes with every process below it.
+_JANITOR = ("import os\nif os.fork():\n    os._exit(0)\n"
+            "from shared.layout import clean_up_after_browsers\nclean_up_after_browsers()")
 # How often the browser's time and memory are checked while it works on a page.
 _WATCH_INTERVAL_S = 0.1
 
@@ -237,6 +249,8 @@ class Renderer:
         """The browser's temporary folder (see _new_scratch)."""
         self._stopped: str | None = None
         """Why the watch in `render` killed the browser during the current page."""
+        self._janitor: IO[bytes] | None = None
+        """The end of the stdin of this process's janitor (_start_janitor)."""
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="browser")
         self._one_page = threading.Lock()  # the watch belongs to one page at a time
         atexit.register(self._at_exit)
@@ -251,6 +265,8 @@ class Renderer:
         from playwright.sync_api import sync_playwright
 
         self._scratch = scratch = _new_scratch()
+        if self._janitor is None:
+            self._janitor = _start_janitor()
         self._playwright = sync_playwright().start()
         self._browser = self._playwright.chromium.launch(
             executable_path=chromium_path(), headless=True, args=_LAUNCH_ARGS,
@@ -265,6 +281,9 @@ class Renderer:
         self._browser_pid = next((process["id"] for process in processes
                                   if process["type"] == "browser"), None)
         _note_left_behind(scratch, self._browser_pid)
+        with contextlib.suppress(OSError):  # a janitor gone leaves them to the next browser
+            self._janitor.write(f"{self._browser_pid}\n".encode())
+            self._janitor.flush()
         return self._browser
 
     def render(self, html: str, javascript: bool = False, timeout_s: float = 30.0) -> Layout:
@@ -299,8 +318,10 @@ class Renderer:
         _kill_tree(pid)
 
     def _render_again_if_dead(self, html: str, javascript: bool, timeout_s: float) -> Layout:
-        """_render; a browser that dies during the page is replaced and tried once more
-        (not one killed by the watch in `render`)."""
+        """_render; a browser that dies during the page, or whose driver does (a SIGTERM
+        to a service's whole process group ends the driver, while the worker ignores it
+        to answer the page), is replaced and tried once more (not one killed by the
+        watch in `render`)."""
         from playwright.sync_api import Error
 
         try:
@@ -308,12 +329,28 @@ class Renderer:
         except Error as exc:
             if self._stopped is not None:
                 raise LayoutFailedError(self._stopped) from None
-            if self._browser is None or self._browser.is_connected():
+            if self._browser_answers():
                 raise LayoutFailedError(exc.message.splitlines()[0]) from None
+        if self._browser_pid is not None:  # a browser whose driver is gone may run on
+            _kill_tree(self._browser_pid)
+        self._close()
         try:
             return self._render(html, javascript, timeout_s)
         except Error as exc:
             raise LayoutFailedError(self._stopped or exc.message.splitlines()[0]) from None
+
+    def _browser_answers(self) -> bool:
+        """Whether the browser and its driver are there: is_connected() turns False
+        when the driver says the browser has gone, which a killed driver never says."""
+        from playwright.sync_api import Error
+
+        if self._browser is None or not self._browser.is_connected():
+            return False
+        try:
+            self._browser.new_browser_cdp_session().detach()
+        except Error:
+            return False
+        return True
 
     def _render(self, html: str, javascript: bool, timeout_s: float) -> Layout:
         context = self._ensure_browser().new_context(
@@ -363,6 +400,46 @@ def _kill_tree(pid: int) -> None:
     for process in [pid, *descendants(pid)]:
         with contextlib.suppress(OSError):
             os.kill(process, signal.SIGKILL)
+
+
+def _start_janitor() -> IO[bytes]:
+    """Start the janitor of this process's browsers (clean_up_after_browsers); return
+    the end of its stdin, which only this process holds. Started in a session of its
+    own, it does not get a stop signal sent to this process's group."""
+    janitor = subprocess.Popen(
+        [sys.executable, "-P", "-c", _JANITOR, str(os.getpid())], stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, env=same_imports_env(os.environ), start_new_session=True)
+    janitor.wait()  # the janitor's first process, which ends once it has forked
+    assert janitor.stdin is not None
+    return janitor.stdin
+
+
+def clean_up_after_browsers() -> None:
+    """The body of a Renderer's janitor: once the process that started it has ended,
+    however it ended (killed with its browser past its time limit or as its service
+    stopped: nothing in it could remove its browser's folders then), remove them. Each
+    line on stdin is the pid of a browser that process launched; EOF comes as it ends.
+    The folders go once the last browser has ended too (at most 10 s later): one whose
+    driver saw the end of the process closes it and removes its profile meanwhile. Stop
+    signals are ignored: the janitor ends by itself, once that is done."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    owner = int(sys.argv[1])
+    browsers = [int(line) for line in sys.stdin.buffer]
+    deadline = time.monotonic() + 10
+    while browsers and not _ended(browsers[-1]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    _remove_abandoned_scratch(owner)
+
+
+def _ended(pid: int) -> bool:
+    """Whether process `pid` has ended: gone, or a zombie (which the process it is left
+    to, PID 1 for a browser whose driver was killed, may reap late or never)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return not process_exists(pid)
 
 
 def _new_scratch() -> str:
@@ -423,20 +500,23 @@ def _remove_scratch(scratch: str) -> None:
     shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _remove_abandoned_scratch() -> None:
+def _remove_abandoned_scratch(owner: int | None = None) -> None:
     """Remove the browsers' folders whose processes are gone: a process killed with its
     browser (a worker past its time limit, or as its service stops) could not remove
-    its own."""
+    its own. With `owner`, those of that process (which has ended) only."""
     try:
         with os.scandir(tempfile.gettempdir()) as scan:
             entries = [entry for entry in scan if entry.name.startswith(_SCRATCH_PREFIX)]
     except OSError:
         return
     for entry in entries:
-        owner = entry.name.removeprefix(_SCRATCH_PREFIX).partition("-")[0]
+        pid = entry.name.removeprefix(_SCRATCH_PREFIX).partition("-")[0]
+        if owner is None:
+            gone = pid.isdigit() and not process_exists(int(pid))
+        else:
+            gone = pid == str(owner)
         with contextlib.suppress(OSError):  # another process may be removing it too
-            if (owner.isdigit() and not process_exists(int(owner))
-                    and entry.is_dir(follow_symlinks=False)
+            if (gone and entry.is_dir(follow_symlinks=False)
                     and entry.stat(follow_symlinks=False).st_uid == os.getuid()):
                 _remove_scratch(entry.path)
 

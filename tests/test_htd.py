@@ -2,7 +2,9 @@
 follow the layout, nothing is fetched, a page that never lays out or fills memory is
 cut off with its browser (the memory cap is a setting, checked at start), a page's
 scripts cannot break the measurement, a browser leaves no files behind (no crash
-dumps in HOME), and without a browser htd is refused with 503."""
+dumps in HOME; a process killed with it has its files removed all the same), a stop
+signal to the whole service answers the page in hand, and without a browser htd is
+refused with 503."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,13 +30,14 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from orchestrator import cli
+from orchestrator.launcher import wait_healthy
 from services.cetd.extractor import ALGORITHM
 from shared.layout import browser_problem, layout
 from shared.service import create_service_app
 from shared.settings import ServiceSettings
 from shared.workers import descendants
 from tests.helpers import REPO
-from tests.servers import serve_app, serve_http
+from tests.servers import free_port, serve_app, serve_http
 
 # Generous: on a loaded machine a fresh worker may still be launching its browser
 # when the next request comes; the page that never lays out waits it out in full.
@@ -330,24 +334,126 @@ __import__("time").sleep(120)
 """
 
 
-def test_a_process_killed_with_its_browser_leaves_its_files_to_the_next(
-        isolated: tuple[Path, Path, dict[str, str]]) -> None:
-    """A worker past its time limit is killed with its driver and browser (SIGKILL), so
-    it cannot remove their files; the next browser launched does."""
-    home, temp, env = isolated
+def processes_using(temp: Path) -> list[int]:
+    """The processes with `temp` as their TMPDIR (the service, its workers, their
+    browsers and whatever they start), or with a file open in it."""
+    needle = f"\0TMPDIR={temp}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            process = Path("/proc") / entry
+            if needle in b"\0" + (process / "environ").read_bytes() or any(
+                    os.readlink(fd).startswith(f"{temp}/") for fd in (process / "fd").iterdir()):
+                found.append(int(entry))
+        except OSError:  # not a process, gone, or another user's
+            continue
+    return found
+
+
+def kill_laid_out(env: dict[str, str], temp: Path, janitor_too: bool) -> None:
+    """Start a process that lays a page out, then SIGKILL it with every process below it
+    (as a worker past its time limit goes), or with every process of its own (its
+    janitor too, as a container's processes go when it ends)."""
     with subprocess.Popen([sys.executable, "-c", _LAY_OUT_AND_WAIT], cwd=REPO, env=env,
                           stdout=subprocess.PIPE, text=True) as killed:
         try:
             assert killed.stdout is not None
             assert killed.stdout.readline() == "ready\n"
         finally:
-            for pid in [killed.pid, *descendants(killed.pid)]:
+            below = descendants(killed.pid)
+            for pid in [killed.pid, *(processes_using(temp) if janitor_too else below)]:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+
+
+def test_a_process_killed_with_its_browser_has_its_files_removed_all_the_same(
+        isolated: tuple[Path, Path, dict[str, str]]) -> None:
+    """A worker killed with its driver and browser (SIGKILL, past its time limit or as its
+    service stops) cannot remove their files: its janitor does. Where the janitor was
+    killed too, the next browser launched does."""
+    home, temp, env = isolated
+    kill_laid_out(env, temp, janitor_too=False)
+    assert left_in(home, temp) == []
+    kill_laid_out(env, temp, janitor_too=True)
     assert {path.name.split("-")[0] for path in temp.iterdir()} >= {
         "boilerbench", "playwright_chromiumdev_profile"}
     assert layout_in_a_process([STORY], timeout_s=30, env=env)[0][0] == "ok"
     assert left_in(home, temp) == []
+
+
+def page_script_running(service_pid: int) -> bool:
+    """Whether a renderer below the service has spent a second of CPU time: the busy
+    script of a page in hand is running."""
+    for pid in descendants(service_pid):
+        try:
+            if b"--type=renderer" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue
+            times = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[11:13]
+        except OSError:
+            continue
+        if sum(map(int, times)) >= os.sysconf("SC_CLK_TCK"):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("every_process", [False, True],
+                         ids=["to_the_process_group", "to_every_process"])
+def test_a_stop_signal_to_the_whole_service_answers_the_page_in_hand_and_leaves_nothing(
+        isolated: tuple[Path, Path, dict[str, str]], tmp_path: Path,
+        every_process: bool) -> None:
+    """SIGTERM to the service's process group (`kill -TERM -- -PGID`) or to each of its
+    processes (systemd's KillMode=control-group) reaches the browser's driver and the
+    browser at the moment it reaches the service. The page in hand is
+    answered all the same, as any service's page on a stop; the service ends with the
+    signal's status and no traceback, and leaves no process and no file behind."""
+    home, temp, env = isolated
+    busy = f"<body>{STORY}<script>const until = Date.now() + 3000;" \
+           "while (Date.now() < until) {}</script></body>"
+    port = free_port()
+    log = tmp_path / "service.log"
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "shared.serving", "services.cetd.app:app",
+             "--port", str(port)],
+            env={**env, "BOILERBENCH_TIME_LIMIT_S": "60"}, cwd=REPO,
+            stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
+            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    replies: list[httpx.Response] = []
+    in_hand = threading.Thread(target=lambda: replies.append(
+        extract(url, busy, measure="htd", javascript=True)))
+    try:
+        wait_healthy(url, 120, process)
+        assert scores(extract(url, STORY, measure="htd"))  # a browser is running
+        in_hand.start()
+        deadline = time.monotonic() + 60
+        while not page_script_running(process.pid):
+            assert time.monotonic() < deadline, "the page never ran in the browser"
+            time.sleep(0.05)
+        if every_process:
+            for pid in [process.pid, *descendants(process.pid)]:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)
+        else:
+            os.killpg(process.pid, signal.SIGTERM)
+        in_hand.join(timeout=90)
+        status = process.wait(timeout=60)
+        deadline = time.monotonic() + 10
+        while processes_using(temp) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left_running = processes_using(temp)
+        left_files = left_in(home, temp)
+    finally:
+        for pid in [process.pid, *processes_using(temp)]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        process.wait()
+    assert [reply.status_code for reply in replies] == [200], [r.text for r in replies]
+    assert "The main story goes on" in replies[0].json()["text"]
+    assert status == -signal.SIGTERM
+    assert "Traceback" not in log.read_text(), log.read_text()
+    assert left_running == []
+    assert left_files == []
 
 
 def test_render_command_prints_the_layout_as_json(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
 """`boilerbench extract --warc`: a crawl's HTML pages give the text that
 `boilerbench extract PAGE --in-process` gives for each; odd records are counted, never
 fatal; a job killed with SIGKILL resumes without losing or repeating a record; the same
-rows come out of a local Ray."""
+rows come out of a local Ray, which goes with a job killed with SIGKILL."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import shutil
@@ -220,6 +221,96 @@ def test_ray_gives_the_same_rows_and_resumes(crawl: tuple[Path, list[Response]],
                       for r in found)
 
     assert comparable(read_rows(out)) == comparable(rows)
+
+
+def ray_processes(ray_temp: Path) -> list[int]:
+    """The processes of the local Rays that use `ray_temp`: those with RAY_TMPDIR in
+    their environment as they started (every process such a Ray starts inherits it, but
+    one that renames itself, as Ray's agents and workers do, may overwrite it) or a file
+    open in it (every such process writes its logs there)."""
+    needle = f"\0RAY_TMPDIR={ray_temp}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            process = Path("/proc") / entry
+            if needle in b"\0" + (process / "environ").read_bytes() or any(
+                    os.readlink(fd).startswith(f"{ray_temp}/")
+                    for fd in (process / "fd").iterdir()):
+                found.append(int(entry))
+        except OSError:  # not a process, gone, or another user's
+            continue
+    return found
+
+
+# Where a Ray worker process of the test below hangs (a sitecustomize.py on PYTHONPATH):
+# as it starts, while the driver still waits in ray.init, or in its first task, as it
+# imports the service's extractor.
+HANG_AS_WORKER_STARTS = """
+import pathlib, sys, time
+if sys.argv[0].endswith("default_worker.py"):
+    (pathlib.Path(__file__).parent / "hanging").touch()
+    time.sleep(600)
+"""
+HANG_IN_TASK = """
+import importlib, pathlib, sys, time
+def import_module(name, package=None, load=importlib.import_module):
+    if name == "services.bte.extractor":
+        (pathlib.Path(__file__).parent / "hanging").touch()
+        time.sleep(600)
+    return load(name, package)
+if sys.argv[0].endswith("default_worker.py"):
+    importlib.import_module = import_module
+"""
+
+
+@pytest.mark.parametrize("hang_code", [HANG_AS_WORKER_STARTS, HANG_IN_TASK],
+                         ids=["as_worker_starts", "in_task"])
+def test_a_killed_ray_job_takes_its_local_ray_with_it(
+        crawl: tuple[Path, list[Response]], tmp_path: Path, hang_code: str) -> None:
+    """A Ray job whose driver is SIGKILLed once its local Ray is up leaves nothing of
+    that Ray: no process (its agents outlive the raylet by a minute on their own, and a
+    worker still starting for good) and no file. A worker hangs, so the job cannot end
+    before the kill: as it starts (the driver is still in ray.init) or in its task."""
+    pytest.importorskip("ray", reason="Ray is not installed (the `ray` extra)")
+    if not Path("/proc/self/environ").exists():
+        pytest.skip("needs /proc to find the cluster's processes")
+    ray_temp = Path(tempfile.mkdtemp(prefix="ray-"))
+    home = tmp_path / "home"
+    home.mkdir()
+    hang = tmp_path / "hang"
+    hang.mkdir()
+    (hang / "sitecustomize.py").write_text(hang_code)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")},
+           "RAY_TMPDIR": str(ray_temp), "HOME": str(home), "PYTHONPATH": str(hang)}
+    driver_log = (tmp_path / "driver.log").open("wb")
+    driver = subprocess.Popen([*CLI, "extract", "--warc", str(crawl[0]), "--service", SERVICE,
+                               "--out", str(tmp_path / "shards"), "--ray", "auto",
+                               "--workers", "1"],
+                              cwd=REPO, env=env, stdout=driver_log, stderr=driver_log)
+    try:
+        deadline = time.monotonic() + 120
+        while not (hang / "hanging").exists():
+            assert driver.poll() is None, (tmp_path / "driver.log").read_text()
+            assert time.monotonic() < deadline, "no Ray worker started"
+            time.sleep(0.1)
+        driver.kill()
+        driver.wait()
+        deadline = time.monotonic() + 30
+        while (ray_processes(ray_temp) or any((ray_temp / "ray").iterdir())) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = ray_processes(ray_temp)
+        files = [path.name for path in (ray_temp / "ray").iterdir()]
+    finally:
+        driver.kill()
+        driver.wait()
+        driver_log.close()
+        for pid in ray_processes(ray_temp):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(ray_temp)
+    assert left == []
+    assert files == []
 
 
 def test_bad_input_is_refused_clearly(tmp_path: Path) -> None:
