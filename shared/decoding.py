@@ -58,9 +58,8 @@ _MAX_CONTROL_SHARE = 0.05
 _SAMPLE = 8192
 
 
-# Every ASCII byte as "a", every other byte as 0x80: runs of non-ASCII bytes are then
-# counted in C.
-_MARK_NON_ASCII = bytes.maketrans(bytes(range(256)), b"a" * 128 + b"\x80" * 128)
+# A run of non-ASCII bytes (_latin_script).
+_NON_ASCII_RUN = re.compile(rb"[\x80-\xff]+")
 
 
 class NotHTMLError(ValueError):
@@ -235,12 +234,38 @@ def _utf16_from_controls(data: bytes) -> str | None:
     return "utf-16-le" if odd_values < even_values else "utf-16-be"
 
 
+# The Latin-1 characters text is written in: tab, line ends, printable ASCII and the
+# printable upper half (no C1 controls). In UTF-16 each is its code as the low byte
+# beside a NUL.
+_LATIN1_TEXT = bytes([0x09, 0x0A, 0x0D, *range(0x20, 0x7F), *range(0xA0, 0x100)])
+
+
+def _utf16_from_latin1_text(data: bytes) -> str | None:
+    """The codec of UTF-16 text without a byte-order mark that _utf16_from_controls
+    cannot tell from its other byte order (one character repeated, "aa" or "...": both
+    read as text of one distinct character), where its characters are all printable
+    Latin-1 (_LATIN1_TEXT): every byte on one side NUL, none on the other. Two NULs at
+    least, as for the controls: one character beside a NUL is as likely one stray NUL
+    in UTF-8 text. Text in UTF-8 or a single-byte charset holds no NUL."""
+    if len(data) < 4 or len(data) % 2:
+        return None
+    even, odd = data[0::2], data[1::2]
+    for codec, low, high in (("utf-16-le", even, odd), ("utf-16-be", odd, even)):
+        if high.count(0) == len(high) and not low.translate(None, _LATIN1_TEXT):
+            return codec
+    return None
+
+
 def _latin_script(data: bytes) -> bool:
-    """Whether most non-ASCII bytes stand alone (accents and quotes in Latin-script text,
-    in a single-byte charset) rather than in runs (words of a non-Latin script, or
-    multi-byte characters). Pairs of neighbours are counted, not overlapping."""
-    marked = data.translate(_MARK_NON_ASCII)
-    return 4 * marked.count(b"\x80\x80") < marked.count(b"\x80")
+    """Whether most non-ASCII bytes stand alone or in pairs (accents and quotes in
+    Latin-script text in a single-byte charset: "café", "Grüße") rather than in longer
+    runs (words of a non-Latin script, or multi-byte characters). Counted on runs of
+    three or more bytes, so that two accented letters side by side do not make a
+    German or Finnish word look foreign: on a few words charset-normalizer's guess is
+    no better than chance (it reads "Grüße!" as UTF-16)."""
+    non_ascii = _NON_ASCII_RUN.findall(data)
+    in_long_runs = sum(len(run) for run in non_ascii if len(run) > 2)
+    return 4 * in_long_runs < sum(map(len, non_ascii))
 
 
 def decode_html(data: bytes, charset: str | None = None) -> str:
@@ -293,8 +318,10 @@ def decode_gold(data: bytes) -> tuple[str, str | None]:
     UTF-16 without a byte-order mark is told before UTF-8 is tried: by its NUL bytes
     (mostly ASCII, it would pass as UTF-8 with a NUL after every letter), else, for CJK
     text, by the control characters its bytes hold when read otherwise, which may be
-    valid UTF-8 too (_utf16_from_controls)."""
-    utf16 = _utf16_from_nul_bytes(data) or _utf16_from_controls(data)
+    valid UTF-8 too (_utf16_from_controls), else, for one Latin-1 character repeated,
+    by a NUL beside every character (_utf16_from_latin1_text)."""
+    utf16 = (_utf16_from_nul_bytes(data) or _utf16_from_controls(data)
+             or _utf16_from_latin1_text(data))
     if utf16 is not None:
         order = "little" if utf16 == "utf-16-le" else "big"
         return data.decode(utf16), f"UTF-16 ({order}-endian) without a byte-order mark"

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from shared.alignment import aligned_mask, lcs_length
 from shared.contract import Block, Extraction, ExtractRequest
-from shared.decoding import NotHTMLError, check_html, decode_gold, decode_html
+from shared.decoding import NotHTMLError, check_html, decode_gold, decode_html, decode_text
 from shared.html import parse_html, text_blocks, visible_text
 from shared.tokens import tokenize
 
@@ -111,6 +111,14 @@ class TestDecoding:
         data = PAGE.encode("cp1252")
         assert "Grüße aus Zürich – “quoted” café" in decode_html(data)
         assert "\ufffd" in decode_html(data.replace(b"caf\xe9", b"caf\x81"))  # undefined byte
+
+    @pytest.mark.parametrize("text", ["Grüße!", "Müße", "Größe", "Jäähalli", "Ähnliche Öfen",
+                                      "Cocoa and Perl \u2014\xa0There's More"])
+    def test_short_latin_text_with_accents_side_by_side_reads_as_windows_1252(
+            self, text: str) -> None:
+        # Two accented letters side by side are still Latin script; charset-normalizer
+        # guessed UTF-16, big5 or EBCDIC for text this short.
+        assert decode_text(text.encode("cp1252")) == text
 
     @pytest.mark.parametrize(("text", "encoding"), [
         ("Правительство объявило о новых мерах поддержки малого бизнеса. ", "cp1251"),
