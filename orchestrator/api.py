@@ -49,9 +49,9 @@ fresh, orchestrator/store.py) stays that server's: this one does not look again,
 and once that server has ended the run shows `interrupted` and is resumed by the
 next start on the store or by `run --resume`, from its stored results.
 A stop (SIGTERM) takes seconds, not as long as the work in hand: the requests in hand
-get STOP_GRACE_S (the setting stop_grace_s), then those still going are answered 503 `shutting_down` (ApiApp);
-the runs going are cancelled and waited for STOP_RUNS_WAIT_S at most, and left, as a
-killed server leaves them, for the next start to resume.
+get STOP_GRACE_S (the setting stop_grace_s), then those still going are answered 503
+`shutting_down` (ApiApp); the runs going are cancelled and waited for STOP_RUNS_WAIT_S
+at most, and left, as a killed server leaves them, for the next start to resume.
 
 API settings come from the environment, prefix BOILERBENCH_API_ (host, port,
 token, max_body_bytes, allowed_roots, config, max_running_runs, max_queued_runs,

@@ -241,13 +241,15 @@ def walk_trees(model: Gbdt, row: Sequence[float]) -> float:
     return total
 
 
-def set_run_owner(store: Path, run_id: str, pid: int, status: str = "running") -> None:
+def set_run_owner(store: Path, run_id: str, owner: int | str, status: str = "running"
+                  ) -> None:
     """Record a run as running (or another `status`, such as queued: pending) in process
-    `pid` of this host, as that process would."""
+    `owner` of this host (a pid), or by `owner` as written (`host:pid:start`), as that
+    process would."""
     with sqlite3.connect(store) as db:
         (info,) = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
-        record = orjson.loads(info) | {"status": status,
-                                       "owner": f"{socket.gethostname()}:{pid}"}
+        recorded = f"{socket.gethostname()}:{owner}" if isinstance(owner, int) else owner
+        record = orjson.loads(info) | {"status": status, "owner": recorded}
         db.execute("UPDATE runs SET status = ?, info = ? WHERE id = ?",
                    (status, orjson.dumps(record).decode(), run_id))
 
@@ -262,3 +264,32 @@ def store_of_runs(path: Path, count: int) -> None:
     for i in range(count):
         store.create_run(RunInfo(id=f"r{i}"), {"total": 0, "padding": "x" * 2000}, [])
     store.close()
+
+
+STORED_PAGE = ("<html><body><p>The river rose overnight and the bridge was closed.</p>"
+               "</body></html>", "The river rose overnight and the bridge was closed.")
+"""A page and its gold, for runs whose pages are kept in the store."""
+
+
+def one_page_runs(path: Path, output_folder: Path, count: int) -> list[str]:
+    """`count` pending runs of bte on one stored page (STORED_PAGE), in the store at
+    `path`; their ids."""
+    from orchestrator.runner import RunSpec, create_run
+    from orchestrator.store import Store
+    from orchestrator.testsets import LabelledPage, in_memory
+
+    store = Store(path)
+    spec = RunSpec(datasets=[], services=["bte"], output_folder=str(output_folder))
+    page = [in_memory("set", [LabelledPage("set", "p", *STORED_PAGE)])]
+    run_ids = [create_run(store, spec, memory=page) for _ in range(count)]
+    store.close()
+    return run_ids
+
+
+def resume_hint(stderr: str, store: Path) -> list[str]:
+    """The `--resume ID --store PATH` that a stopped `run` or `score` printed, checked
+    to name `store`."""
+    hint = stderr[stderr.index("resume with ") + len("resume with "):].split()[:4]
+    assert hint[0] == "--resume", hint
+    assert hint[2:4] == ["--store", str(store)], hint
+    return hint

@@ -4,6 +4,7 @@ and benchmarks that measure services with their worker processes."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from shared.workers import descendants
 
@@ -42,3 +43,21 @@ def process_cpu_s(pid: int, reaped: bool = False) -> float:
         return 0.0
     # utime, stime, cutime, cstime: fields 14-17 of stat, 11-14 after the name.
     return sum(int(f) for f in fields[11:15 if reaped else 13]) / CLOCK_TICKS
+
+
+def processes_using(folder: Path, variable: str) -> list[int]:
+    """The processes started with `variable`=`folder` in their environment (every process
+    below inherits it, unless it renames itself, which may overwrite its environment, as
+    Ray's agents and workers do) or with a file open in `folder`."""
+    needle = f"\0{variable}={folder}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            process = Path("/proc") / entry
+            if needle in b"\0" + (process / "environ").read_bytes() or any(
+                    os.readlink(fd).startswith(f"{folder}/")
+                    for fd in (process / "fd").iterdir()):
+                found.append(int(entry))
+        except OSError:  # not a process, gone, or another user's
+            continue
+    return found

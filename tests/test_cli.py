@@ -51,7 +51,7 @@ from orchestrator.runner import Outcome, RunSpec, create_run, execute_run
 from orchestrator.store import Store
 from orchestrator.testsets import LabelledPage, in_memory
 from shared.registry import SERVICES
-from tests.helpers import SAMPLE, set_run_owner
+from tests.helpers import SAMPLE, resume_hint, set_run_owner
 from tests.processes import process_tree
 from tests.servers import REPO, free_port, local_stack, serve_app, serve_http
 
@@ -913,15 +913,7 @@ def test_ctrl_c_stops_a_run_quietly_and_its_hint_resumes_it(tmp_path: Path) -> N
     _, stderr = started.communicate(timeout=60)
     assert started.returncode == 130, stderr[-2000:]
     assert "Traceback" not in stderr, stderr[-3000:]
-    hint = stderr[stderr.index("resume with ") + len("resume with "):].split()
-    assert hint[0] == "--resume"
-    assert hint[2:4] == ["--store", str(store)]
-    resumed = subprocess.run([*command, "run", *hint[:4]], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=300, check=False)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    db = Store(store)
-    counts = db.counts(hint[1])
-    db.close()
+    counts = _resumed_counts(command, resume_hint(stderr, store), tmp_path)
     assert counts["done"] == counts["total"] == 13 * 3
 
 
@@ -1188,6 +1180,17 @@ def _slow_pages(folder: Path, seconds: float) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(REPO)])}
 
 
+def _resumed_counts(command: list[str], hint: list[str], cwd: Path) -> dict[str, int]:
+    """Run the resume hint a stopped command printed; the run's counts once it is done."""
+    resumed = subprocess.run([*command, "run", *hint], cwd=cwd, capture_output=True,
+                             text=True, timeout=300, check=False)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    db = Store(Path(hint[3]))
+    counts = db.counts(hint[1])
+    db.close()
+    return counts
+
+
 def _stop_after_first_result(folder: Path) -> dict[str, str]:
     """An environment in which `boilerbench run` sends itself SIGTERM as it stores its
     first result (a sitecustomize on the PYTHONPATH): the signal arrives while the
@@ -1263,3 +1266,28 @@ def test_sigterm_mid_run_ends_it_without_pending_tasks(tmp_path: Path) -> None:
     assert "Task was destroyed" not in stderr, stderr
     assert "Traceback" not in stderr, stderr
     assert "interrupted; resume with --resume" in stderr
+
+
+@pytest.mark.e2e
+def test_sigterm_ends_score_with_the_resume_hint(tmp_path: Path) -> None:
+    """A stop signal ends `score` as it ends `run`: what was stored stays, the command
+    exits 130 with the resume hint, and the hint's command finishes the run."""
+    predictions = tmp_path / "predictions"
+    predictions.mkdir()
+    texts = {path.stem: {"articleBody": path.read_text(encoding="utf-8")}
+             for path in (SAMPLE / "content").glob("*.txt")}
+    (predictions / "gold.json").write_text(json.dumps(texts), encoding="utf-8")
+    store = tmp_path / "runs.sqlite"
+    stopped = subprocess.run(
+        [*CLI, "score", "--predictions", str(predictions), "--dataset", str(SAMPLE),
+         "--store", str(store), "--output", str(tmp_path / "out")],
+        cwd=REPO, env=_stop_after_first_result(tmp_path / "stop"), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=180, check=False)
+    assert stopped.returncode == 130, stopped.stderr[-3000:]
+    assert "Traceback" not in stopped.stderr, stopped.stderr[-3000:]
+    hint = resume_hint(stopped.stderr, store)
+    db = Store(store)
+    assert 0 < db.counts(hint[1])["done"] < len(texts)
+    db.close()
+    counts = _resumed_counts(CLI, hint, REPO)
+    assert counts["done"] == counts["total"] == len(texts)

@@ -37,6 +37,7 @@ from shared.service import create_service_app
 from shared.settings import ServiceSettings
 from shared.workers import descendants
 from tests.helpers import REPO
+from tests.processes import processes_using
 from tests.servers import free_port, serve_app, serve_http
 
 # Generous: on a loaded machine a fresh worker may still be launching its browser
@@ -334,22 +335,6 @@ __import__("time").sleep(120)
 """
 
 
-def processes_using(temp: Path) -> list[int]:
-    """The processes with `temp` as their TMPDIR (the service, its workers, their
-    browsers and whatever they start), or with a file open in it."""
-    needle = f"\0TMPDIR={temp}\0".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            process = Path("/proc") / entry
-            if needle in b"\0" + (process / "environ").read_bytes() or any(
-                    os.readlink(fd).startswith(f"{temp}/") for fd in (process / "fd").iterdir()):
-                found.append(int(entry))
-        except OSError:  # not a process, gone, or another user's
-            continue
-    return found
-
-
 def kill_laid_out(env: dict[str, str], temp: Path, janitor_too: bool) -> None:
     """Start a process that lays a page out, then SIGKILL it with every process below it
     (as a worker past its time limit goes), or with every process of its own (its
@@ -361,7 +346,7 @@ def kill_laid_out(env: dict[str, str], temp: Path, janitor_too: bool) -> None:
             assert killed.stdout.readline() == "ready\n"
         finally:
             below = descendants(killed.pid)
-            for pid in [killed.pid, *(processes_using(temp) if janitor_too else below)]:
+            for pid in [killed.pid, *(processes_using(temp, "TMPDIR") if janitor_too else below)]:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
 
@@ -439,12 +424,12 @@ def test_a_stop_signal_to_the_whole_service_answers_the_page_in_hand_and_leaves_
         in_hand.join(timeout=90)
         status = process.wait(timeout=60)
         deadline = time.monotonic() + 10
-        while processes_using(temp) and time.monotonic() < deadline:
+        while processes_using(temp, "TMPDIR") and time.monotonic() < deadline:
             time.sleep(0.2)
-        left_running = processes_using(temp)
+        left_running = processes_using(temp, "TMPDIR")
         left_files = left_in(home, temp)
     finally:
-        for pid in [process.pid, *processes_using(temp)]:
+        for pid in [process.pid, *processes_using(temp, "TMPDIR")]:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         process.wait()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, resume_hint
 
 CLI = [sys.executable, "-m", "orchestrator.cli"]
 
@@ -45,10 +45,8 @@ def test_sigterm_while_the_results_table_prints_ends_as_any_stop(tmp_path: Path)
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180, check=False)
     assert stopped.returncode == 130, (stopped.returncode, stopped.stderr[-3000:])
     assert "Traceback" not in stopped.stderr, stopped.stderr[-3000:]
-    hint = stopped.stderr[stopped.stderr.index("resume with ") + len("resume with "):].split()
-    assert hint[0] == "--resume"
-    assert hint[2:4] == ["--store", str(store)]
-    resumed = subprocess.run([*CLI, "run", *hint[:4]], cwd=REPO, capture_output=True,
+    hint = resume_hint(stopped.stderr, store)
+    resumed = subprocess.run([*CLI, "run", *hint], cwd=REPO, capture_output=True,
                              text=True, timeout=120, check=False)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "already finished" in resumed.stderr

@@ -34,7 +34,14 @@ from orchestrator.models import RunInfo
 from orchestrator.runner import RunSpec, create_run, folder_source
 from orchestrator.store import RunBusyError, Store
 from orchestrator.testsets import LabelledPage, in_memory
-from tests.helpers import REPO, run_processes_at_once, set_run_owner, tar_bytes, write_test_set
+from tests.helpers import (
+    REPO,
+    one_page_runs,
+    run_processes_at_once,
+    set_run_owner,
+    tar_bytes,
+    write_test_set,
+)
 
 
 def test_the_default_store_is_in_the_users_data_folder(tmp_path: Path,
@@ -460,11 +467,7 @@ def test_a_server_starting_resumes_no_run_another_process_took_meanwhile(
     """A `serve` lists the runs whose owner is gone; one that another process (a `run
     --resume`) takes before this server does stays that process's, not started twice."""
     path = tmp_path / "runs.sqlite"
-    store = Store(path)
-    spec = RunSpec(datasets=[], services=["bte"], output_folder=str(tmp_path / "out"))
-    taken, free = (create_run(store, spec, memory=[in_memory("set", [
-        LabelledPage("set", "p", PAGE, GOLD)])]) for _ in range(2))
-    store.close()
+    taken, free = one_page_runs(path, tmp_path / "out", 2)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     for run_id in (taken, free):

@@ -5,7 +5,6 @@ another, or an owner string of another host with a heartbeat row the test writes
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import subprocess
@@ -23,10 +22,8 @@ from orchestrator.api import ApiSettings, create_app
 from orchestrator.cli import app as cli_app
 from orchestrator.config import RunConfig
 from orchestrator.models import RunInfo
-from orchestrator.runner import RunSpec, create_run
 from orchestrator.store import HEARTBEAT_STALE_S, RunBusyError, Store
-from orchestrator.testsets import LabelledPage, in_memory
-from tests.helpers import REPO
+from tests.helpers import REPO, one_page_runs, set_run_owner
 
 OTHER_HOST = """
 import socket, sys
@@ -65,14 +62,6 @@ def _set_beat(path: Path, owner: str, age_s: float) -> None:
     with sqlite3.connect(path) as db:
         db.execute("INSERT OR REPLACE INTO heartbeats (owner, beat) VALUES (?, ?)",
                    (owner, time.time() - age_s))
-
-
-def _set_owner(path: Path, run_id: str, owner: str) -> None:
-    with sqlite3.connect(path) as db:
-        (info,) = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
-        db.execute("UPDATE runs SET status = 'running', info = ? WHERE id = ?",
-                   (json.dumps(json.loads(info) | {"status": "running", "owner": owner}),
-                    run_id))
 
 
 def _new_run(path: Path, run_id: str) -> None:
@@ -196,7 +185,7 @@ def test_owners_of_another_host_by_their_heartbeat_or_as_before_without_one(
     path = tmp_path / "runs.sqlite"
     for run_id, owner in (("fresh", "a:1:1"), ("stale", "b:2:2"), ("unknown", "c:3:3")):
         _new_run(path, run_id)
-        _set_owner(path, run_id, owner)
+        set_run_owner(path, run_id, owner)
     _set_beat(path, "a:1:1", 1)
     _set_beat(path, "b:2:2", HEARTBEAT_STALE_S + 1)
     store = Store(path)
@@ -255,23 +244,15 @@ def test_a_server_starting_removes_the_upload_another_hosts_dead_server_left(
     assert list(uploads.iterdir()) == []
 
 
-PAGE = "<html><body><p>The river rose overnight and the bridge was closed.</p></body></html>"
-GOLD = "The river rose overnight and the bridge was closed."
-
-
 def test_a_server_starting_resumes_no_run_another_hosts_live_server_holds(
         tmp_path: Path) -> None:
     """The server of the new host resumes the runs whose owner's heartbeat is stale;
     the ones a live server of another host holds stay its (resumed by the next start
     on the store once that server has ended)."""
     path = tmp_path / "runs.sqlite"
-    store = Store(path)
-    spec = RunSpec(datasets=[], services=["bte"], output_folder=str(tmp_path / "out"))
-    held, free = (create_run(store, spec, memory=[in_memory("set", [
-        LabelledPage("set", "p", PAGE, GOLD)])]) for _ in range(2))
-    store.close()
-    _set_owner(path, held, "a:1:1")
-    _set_owner(path, free, "b:2:2")
+    held, free = one_page_runs(path, tmp_path / "out", 2)
+    set_run_owner(path, held, "a:1:1")
+    set_run_owner(path, free, "b:2:2")
     _set_beat(path, "a:1:1", 1)
     _set_beat(path, "b:2:2", HEARTBEAT_STALE_S + 1)
     started: list[str] = []
@@ -287,12 +268,8 @@ def test_a_server_starting_resumes_no_run_another_hosts_live_server_holds(
 def test_resume_of_a_run_another_hosts_live_server_holds_exits_1(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "runs.sqlite"
-    store = Store(path)
-    run_id = create_run(store, RunSpec(datasets=[], services=["bte"],
-                                       output_folder=str(tmp_path / "out")),
-                        memory=[in_memory("set", [LabelledPage("set", "p", PAGE, GOLD)])])
-    store.close()
-    _set_owner(path, run_id, "a:1:1")
+    (run_id,) = one_page_runs(path, tmp_path / "out", 1)
+    set_run_owner(path, run_id, "a:1:1")
     _set_beat(path, "a:1:1", 1)
 
     def never(*args: object, **kwargs: object) -> None:

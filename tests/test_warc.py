@@ -24,6 +24,7 @@ from orchestrator.cli import app
 from orchestrator.warc import OddRecord, OtherRecord, WarcPage, read_warc, sniff_html
 from shared.decoding import decode_html
 from tests.helpers import REPO
+from tests.processes import processes_using
 from tests.warc_files import Response, dataset_responses, warc_record, write_warc
 
 SERVICE = "bte"
@@ -224,22 +225,9 @@ def test_ray_gives_the_same_rows_and_resumes(crawl: tuple[Path, list[Response]],
 
 
 def ray_processes(ray_temp: Path) -> list[int]:
-    """The processes of the local Rays that use `ray_temp`: those with RAY_TMPDIR in
-    their environment as they started (every process such a Ray starts inherits it, but
-    one that renames itself, as Ray's agents and workers do, may overwrite it) or a file
-    open in it (every such process writes its logs there)."""
-    needle = f"\0RAY_TMPDIR={ray_temp}\0".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            process = Path("/proc") / entry
-            if needle in b"\0" + (process / "environ").read_bytes() or any(
-                    os.readlink(fd).startswith(f"{ray_temp}/")
-                    for fd in (process / "fd").iterdir()):
-                found.append(int(entry))
-        except OSError:  # not a process, gone, or another user's
-            continue
-    return found
+    """The processes of the local Rays that use `ray_temp` (every such process writes
+    its logs there)."""
+    return processes_using(ray_temp, "RAY_TMPDIR")
 
 
 # Where a Ray worker process of the test below hangs (a sitecustomize.py on PYTHONPATH):
