@@ -297,12 +297,14 @@ def isolated() -> Iterator[tuple[Path, Path, dict[str, str]]]:
         yield home, temp, {**env, "HOME": str(home), "TMPDIR": str(temp)}
 
 
-def left_in(*folders: Path, wait_s: float = 10) -> list[str]:
+def left_in(*folders: Path, wait_s: float = 30) -> list[str]:
     """What is left in `folders` once Playwright's driver, which outlives the process
-    by a moment, has had its time to remove its own."""
+    by a moment, and a janitor have had their time to remove their own (os.walk, unlike
+    rglob, passes over a folder removed while it looks)."""
     deadline = time.monotonic() + wait_s
     while True:
-        left = sorted(str(path) for folder in folders for path in folder.rglob("*"))
+        left = sorted(os.path.join(root, name) for folder in folders
+                      for root, dirs, files in os.walk(folder) for name in dirs + files)
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)
