@@ -70,8 +70,10 @@ RESERVED_FILES = 64
 # The key of an app's lifespan state that bounds a stop's wait for requests in hand; an
 # app that sets it answers the requests it then has cancelled (503, as the API does).
 SHUTDOWN_GRACE_S = "shutdown_grace_s"
-# uvicorn's ERROR line (Server.shutdown) when that wait ends with requests in hand.
+# uvicorn's ERROR line (Server.shutdown) when that wait ends with requests in hand, and
+# the start of its line on a request's exception (RequestResponseCycle.run_asgi).
 GRACE_PASSED = "Cancel %s running task(s), timeout graceful shutdown exceeded"
+APP_EXCEPTION = "Exception in ASGI application"
 
 
 def raise_open_file_limit() -> int:
@@ -270,15 +272,23 @@ def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
 
 class _GracePassedWarning(logging.Filter):
     """uvicorn's ERROR line on the requests a stop's grace has cancelled, as the WARNING
-    it is: cancelling them is what an app asking a grace wants, not a fault."""
+    it is: cancelling them is what an app asking a grace wants, not a fault. Then, for a
+    request whose reply had started (its connection is closed mid-reply), uvicorn logs
+    the cancellation as an exception of the app, traceback and all: that line is the
+    same event, counted in the warning, and is left out."""
 
     def __init__(self, grace: float) -> None:
         super().__init__()
         self.grace = grace
+        self.passed = False
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if self.passed and str(record.msg).startswith(APP_EXCEPTION) and record.exc_info \
+                and isinstance(record.exc_info[1], asyncio.CancelledError):
+            return False
         if record.msg != GRACE_PASSED or not isinstance(record.args, tuple):
             return True
+        self.passed = True
         if not record.args[0]:  # a grace of 0 s passes at once, with nothing in hand
             return False
         record.levelno, record.levelname = logging.WARNING, "WARNING"

@@ -119,6 +119,61 @@ def test_a_stop_past_the_apis_grace_is_one_warning_line_not_an_error(tmp_path: P
         "those whose reply had not started are answered 503"], lines
 
 
+# An app whose lifespan asks a stop's grace of 0.5 s and whose one request starts its
+# reply, sends part of the body and waits for more that never comes.
+MID_REPLY = """
+import asyncio
+from shared import serving
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                scope["state"][serving.SHUTDOWN_GRACE_S] = 0.5
+                await send({"type": "lifespan.startup.complete"})
+            else:
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"first part", "more_body": True})
+    await asyncio.Event().wait()
+
+serving.serve(app, "127.0.0.1", 0, log_level="info", access_log=False,
+              on_listening=lambda url: print(url, flush=True))
+"""
+
+
+def test_a_stop_that_cuts_a_reply_in_the_middle_is_the_warning_alone() -> None:
+    """A request whose reply had started when the grace passed has its connection
+    closed mid-reply; uvicorn logged that as an exception of the app, with a traceback,
+    beside the warning that already counts it."""
+    process = subprocess.Popen([sys.executable, "-c", MID_REPLY], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline().rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            sock.settimeout(60)
+            received = b""
+            while b"first part" not in received:  # the head and the body come apart
+                chunk = sock.recv(65536)
+                assert chunk, received
+                received += chunk
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=60) == -signal.SIGTERM
+        lines = process.communicate(timeout=60)[1].splitlines()
+    finally:
+        process.kill()
+        process.wait()
+    assert not [line for line in lines if line.startswith("ERROR") or "Traceback" in line], lines
+    assert [line for line in lines if line.startswith("WARNING")] == [
+        "WARNING:  Stopping: 1 request(s) still in hand after the grace of 0.5 s cancelled; "
+        "those whose reply had not started are answered 503"], lines
+
+
 def test_a_stop_with_no_request_in_hand_logs_no_warning(tmp_path: Path) -> None:
     """A grace of 0 s passes at once (uvicorn then says it cancels 0 tasks): nothing was
     cut, so nothing is reported."""
