@@ -35,8 +35,9 @@ from typing import Any, Literal
 import httpx
 
 from shared.contract import START_FAILED, bearer_header
+from shared.pids import process_exists
 from shared.registry import SERVICES, get_service
-from shared.workers import process_exists, same_imports_env
+from shared.workers import same_imports_env
 
 DEFAULT_PORT_BASE = min(entry.port for entry in SERVICES.values())
 """The port of the first service of the registry: `--port-base` of the registry ports."""

@@ -60,7 +60,7 @@ from typing import Any, Literal
 
 from orchestrator.models import PageResult, RunInfo, RunStatus
 from orchestrator.testsets import LabelledPage
-from shared.workers import process_exists
+from shared.pids import process_exists
 
 log = logging.getLogger("boilerbench.orchestrator")
 

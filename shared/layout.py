@@ -31,8 +31,8 @@ hand. A service also runs this in worker processes whose pool kills a worker
 past its time limit together with its child processes (the Playwright driver and the
 browser), see shared/workers.py.
 
-A browser leaves no files behind: its HOME is a temporary folder of its own
-(_new_scratch), where Chromium can write no crash dumps at all (it would write one
+A browser leaves no files behind (shared.browser_files): its HOME is a temporary
+folder of its own, where Chromium can write no crash dumps at all (it would write one
 per crashed page under $HOME/.config/chromium), and which holds the driver's
 artifacts folder for it (which the driver would otherwise make in the temporary
 folder, and leave there when it is killed). That folder goes with the browser, and
@@ -40,7 +40,7 @@ with it what a killed browser leaves in the temporary folder: the profile that
 Playwright's driver made for it (about a megabyte) and the folder of its singleton
 socket. A process killed together with its browser (a worker past its time limit,
 or as its service stops) cannot remove them: its janitor does, a process that the
-first browser's launch starts and that outlives it (clean_up_after_browsers). Where
+first browser's launch starts and that outlives it (shared.browser_files). Where
 the janitor was killed too, the next browser launched on the machine does.
 
 An element's XPath is lxml's getpath form, as shared.flatpage.FlatPage.path gives it
@@ -60,17 +60,22 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from shared.browser_files import (
+    new_scratch,
+    note_left_behind,
+    remove_scratch,
+)
+
 # The default cap, re-exported: orchestrator/kubernetes.py sizes the pods' memory on it.
 from shared.settings import MAX_BROWSER_BYTES as MAX_BROWSER_BYTES
 from shared.settings import ServiceSettings
-from shared.workers import descendants, process_exists, same_imports_env
+from shared.workers import descendants, same_imports_env
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Playwright, Route
@@ -93,27 +98,11 @@ _LAUNCH_ARGS = [
     "--disable-dev-shm-usage",  # a container's /dev/shm is 64 MB: shared memory in /tmp
     "--no-sandbox",  # containers run as an unprivileged user without user namespaces
 ]
-# No switch stops Debian's Chromium (156) from writing a dump per crashed page:
-# --disable-breakpad, --disable-crash-reporter and --crash-dumps-dir change nothing, and
-# --disable-crashpad-for-testing makes a page's script navigations hang. Its crash
-# handler puts its database in $XDG_CONFIG_HOME/chromium/Crash Reports (or where
-# BREAKPAD_DUMP_LOCATION or CHROME_CONFIG_HOME say), and where that cannot be a folder
-# it writes nothing, while the browser and its pages go on as before. So the browser's
-# HOME is a folder of its own in which that path is an empty file.
-_CRASH_REPORTS = os.path.join(".config", "chromium", "Crash Reports")
 _UNSET_FOR_BROWSER = ("BREAKPAD_DUMP_LOCATION", "CHROME_CONFIG_HOME")
-# A browser's temporary folder is named after its process (boilerbench-browser-PID-...)
-# so that one whose process was killed can be told apart and removed.
-_SCRATCH_PREFIX = "boilerbench-browser-"
-# The file in a browser's folder that names the folders a killed browser leaves in the
-# temporary folder: the profile that Playwright's driver made for it and the folder of
-# its singleton socket (which stays in TMPDIR: a socket's path has at most 107 bytes).
-_LEFT_BEHIND = "left-behind"
-_LEFT_BEHIND_PREFIXES = ("playwright_chromiumdev_profile-", "org.chromium.Chromium.")
-# A Renderer's janitor (clean_up_after_browsers), run by `python -c`: it forks away at
+# A Renderer's janitor (shared.browser_files), run by `python -c`: it forks away at
 # once, since a worker killed past its time limit goes with every process below it.
 _JANITOR = ("import os\nif os.fork():\n    os._exit(0)\n"
-            "from shared.layout import clean_up_after_browsers\nclean_up_after_browsers()")
+            "from shared.browser_files import clean_up_after_browsers\nclean_up_after_browsers()")
 # How often the browser's time and memory are checked while it works on a page.
 _WATCH_INTERVAL_S = 0.1
 
@@ -246,7 +235,7 @@ class Renderer:
         self._browser: Browser | None = None
         self._browser_pid: int | None = None
         self._scratch: str | None = None
-        """The browser's temporary folder (see _new_scratch)."""
+        """The browser's temporary folder (see new_scratch)."""
         self._stopped: str | None = None
         """Why the watch in `render` killed the browser during the current page."""
         self._janitor: IO[bytes] | None = None
@@ -264,7 +253,7 @@ class Renderer:
         self._close()
         from playwright.sync_api import sync_playwright
 
-        self._scratch = scratch = _new_scratch()
+        self._scratch = scratch = new_scratch()
         if self._janitor is None:
             self._janitor = _start_janitor()
         self._playwright = sync_playwright().start()
@@ -280,7 +269,7 @@ class Renderer:
             session.detach()
         self._browser_pid = next((process["id"] for process in processes
                                   if process["type"] == "browser"), None)
-        _note_left_behind(scratch, self._browser_pid)
+        note_left_behind(scratch, self._browser_pid)
         with contextlib.suppress(OSError):  # a janitor gone leaves them to the next browser
             self._janitor.write(f"{self._browser_pid}\n".encode())
             self._janitor.flush()
@@ -382,7 +371,7 @@ class Renderer:
         self._browser = self._playwright = None
         self._browser_pid = None
         if self._scratch is not None:
-            _remove_scratch(self._scratch)
+            remove_scratch(self._scratch)
             self._scratch = None
 
     def _at_exit(self) -> None:
@@ -391,7 +380,7 @@ class Renderer:
         if self._browser_pid is not None:
             _kill_tree(self._browser_pid)
         if self._scratch is not None:
-            _remove_scratch(self._scratch)
+            remove_scratch(self._scratch)
             self._scratch = None
 
 
@@ -403,56 +392,16 @@ def _kill_tree(pid: int) -> None:
 
 
 def _start_janitor() -> IO[bytes]:
-    """Start the janitor of this process's browsers (clean_up_after_browsers); return
-    the end of its stdin, which only this process holds. Started in a session of its
-    own, it does not get a stop signal sent to this process's group."""
+    """Start the janitor of this process's browsers
+    (browser_files.clean_up_after_browsers); return the end of its stdin, which only
+    this process holds. Started in a session of its own, it does not get a stop signal
+    sent to this process's group."""
     janitor = subprocess.Popen(
         [sys.executable, "-P", "-c", _JANITOR, str(os.getpid())], stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL, env=same_imports_env(os.environ), start_new_session=True)
     janitor.wait()  # the janitor's first process, which ends once it has forked
     assert janitor.stdin is not None
     return janitor.stdin
-
-
-def clean_up_after_browsers() -> None:
-    """The body of a Renderer's janitor: once the process that started it has ended,
-    however it ended (killed with its browser past its time limit or as its service
-    stopped: nothing in it could remove its browser's folders then), remove them. Each
-    line on stdin is the pid of a browser that process launched; EOF comes as it ends.
-    The folders go once the last browser has ended too (at most 10 s later): one whose
-    driver saw the end of the process closes it and removes its profile meanwhile. Stop
-    signals are ignored: the janitor ends by itself, once that is done."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    owner = int(sys.argv[1])
-    browsers = [int(line) for line in sys.stdin.buffer]
-    deadline = time.monotonic() + 10
-    while browsers and not _ended(browsers[-1]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    _remove_abandoned_scratch(owner)
-
-
-def _ended(pid: int) -> bool:
-    """Whether process `pid` has ended: gone, or a zombie (which the process it is left
-    to, PID 1 for a browser whose driver was killed, may reap late or never)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return not process_exists(pid)
-
-
-def _new_scratch() -> str:
-    """A new temporary folder for a browser's files, with `home` (its HOME, in which
-    Chromium cannot make its crash database, see _CRASH_REPORTS). The folders that
-    killed processes left behind go first."""
-    _remove_abandoned_scratch()
-    scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-")
-    blocker = os.path.join(scratch, "home", _CRASH_REPORTS)
-    os.makedirs(os.path.dirname(blocker))
-    with open(blocker, "x"):
-        pass
-    return scratch
 
 
 def _browser_env(scratch: str) -> dict[str, str | float | bool]:
@@ -466,59 +415,6 @@ def _browser_env(scratch: str) -> dict[str, str | float | bool]:
                XDG_DATA_HOME=os.path.join(home, ".local", "share"),
                XDG_STATE_HOME=os.path.join(home, ".local", "state"))
     return env
-
-
-def _note_left_behind(scratch: str, browser_pid: int | None) -> None:
-    """Note in `scratch` what the browser has outside it that a killed browser leaves
-    behind: the profile folder Playwright's driver made (its --user-data-dir) and the
-    folder of the socket that the profile's SingletonSocket links to."""
-    if browser_pid is None:
-        return
-    try:
-        with open(f"/proc/{browser_pid}/cmdline", "rb") as cmdline:
-            arguments = cmdline.read().decode(errors="replace").split("\0")
-    except OSError:
-        return
-    profile = next((argument.partition("=")[2] for argument in arguments
-                    if argument.startswith("--user-data-dir=")), "")
-    folders = [profile]
-    with contextlib.suppress(OSError):
-        folders.append(os.path.dirname(os.readlink(os.path.join(profile, "SingletonSocket"))))
-    with open(os.path.join(scratch, _LEFT_BEHIND), "w", encoding="utf-8") as note:
-        note.writelines(f"{folder}\n" for folder in folders
-                        if os.path.basename(folder).startswith(_LEFT_BEHIND_PREFIXES))
-
-
-def _remove_scratch(scratch: str) -> None:
-    """Remove a browser's temporary folder and the folders noted in it (which a browser
-    that ends normally removes itself)."""
-    with contextlib.suppress(OSError), \
-            open(os.path.join(scratch, _LEFT_BEHIND), encoding="utf-8") as note:
-        for folder in note.read().splitlines():
-            if os.path.basename(folder).startswith(_LEFT_BEHIND_PREFIXES):
-                shutil.rmtree(folder, ignore_errors=True)
-    shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _remove_abandoned_scratch(owner: int | None = None) -> None:
-    """Remove the browsers' folders whose processes are gone: a process killed with its
-    browser (a worker past its time limit, or as its service stops) could not remove
-    its own. With `owner`, those of that process (which has ended) only."""
-    try:
-        with os.scandir(tempfile.gettempdir()) as scan:
-            entries = [entry for entry in scan if entry.name.startswith(_SCRATCH_PREFIX)]
-    except OSError:
-        return
-    for entry in entries:
-        pid = entry.name.removeprefix(_SCRATCH_PREFIX).partition("-")[0]
-        if owner is None:
-            gone = pid.isdigit() and not process_exists(int(pid))
-        else:
-            gone = pid == str(owner)
-        with contextlib.suppress(OSError):  # another process may be removing it too
-            if (gone and entry.is_dir(follow_symlinks=False)
-                    and entry.stat(follow_symlinks=False).st_uid == os.getuid()):
-                _remove_scratch(entry.path)
 
 
 # <meta http-equiv="refresh">: a refresh to the same document reloads about:blank

@@ -168,19 +168,6 @@ def _worker_main(sock: socket.socket, factory: str, argument: str) -> None:
         reply = handle(meta, payload)
 
 
-def process_exists(pid: int, group: bool = False) -> bool:
-    """Whether a process `pid` exists on this host (one of another user's counts), or
-    with `group`, whether process group `pid` still has a member (a zombie not yet
-    reaped counts)."""
-    try:
-        (os.killpg if group else os.kill)(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def descendants(pid: int) -> list[int]:
     """The processes below `pid` (children, their children, ...), read from /proc;
     empty where there is no /proc. A worker's own children (a browser and its driver)
