@@ -21,32 +21,42 @@ from orchestrator.launcher import wait_healthy
 from tests.helpers import REPO
 from tests.servers import free_port
 
-# An app whose lifespan asks a stop's grace of 1 s and whose one request works in a
-# thread that never ends; SIGTERM has a handler that does nothing, as the kernel does
-# with the default action of a signal sent to PID 1.
-SERVER = """
+
+def app_with_grace(grace: float, setup: str, request: str, log_level: str) -> str:
+    """A `python -c` script: `setup`, then an ASGI app whose lifespan asks a stop's grace
+    of `grace` s and whose requests run `request`, served by shared.serving at the log
+    level given; it prints its URL once it listens."""
+    body = "".join(f"    {line}\n" for line in request.strip().splitlines())
+    return f"""
 import asyncio, signal, sys, threading
 from shared import serving
-
-signal.signal(signal.SIGTERM, lambda *_: None)
-never = threading.Event()
-
+{setup}
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                scope["state"][serving.SHUTDOWN_GRACE_S] = 1
-                await send({"type": "lifespan.startup.complete"})
+                scope["state"][serving.SHUTDOWN_GRACE_S] = {grace}
+                await send({{"type": "lifespan.startup.complete"}})
             else:
-                await send({"type": "lifespan.shutdown.complete"})
+                await send({{"type": "lifespan.shutdown.complete"}})
                 return
-    print("working", flush=True)
-    await asyncio.to_thread(never.wait)
-
-serving.serve(app, "127.0.0.1", 0, log_level="critical",
+{body}
+serving.serve(app, "127.0.0.1", 0, log_level="{log_level}", access_log=False,
               on_listening=lambda url: print(url, flush=True))
 """
+
+
+# An app whose one request works in a thread that never ends; SIGTERM has a handler
+# that does nothing, as the kernel does with the default action of a signal sent to
+# PID 1.
+SERVER = app_with_grace(1, """
+signal.signal(signal.SIGTERM, lambda *_: None)
+never = threading.Event()
+""", """
+print("working", flush=True)
+await asyncio.to_thread(never.wait)
+""", "critical")
 
 
 def test_a_stop_ignored_as_by_pid_1_still_ends_the_server() -> None:
@@ -109,7 +119,9 @@ def test_a_stop_past_the_apis_grace_is_one_warning_line_not_an_error(tmp_path: P
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=30)  # read meanwhile
         process.send_signal(signal.SIGTERM)
         sock.settimeout(60)
-        reply = sock.recv(65536)
+        reply = b""
+        while chunk := sock.recv(65536):  # to the close: the head and body come apart
+            reply += chunk
         lines = _log_lines(process)
     assert reply.startswith(b"HTTP/1.1 503 "), reply[:300]
     assert b'"shutting_down"' in reply
@@ -119,30 +131,14 @@ def test_a_stop_past_the_apis_grace_is_one_warning_line_not_an_error(tmp_path: P
         "those whose reply had not started are answered 503"], lines
 
 
-# An app whose lifespan asks a stop's grace of 0.5 s and whose one request starts its
-# reply, sends part of the body and waits for more that never comes.
-MID_REPLY = """
-import asyncio
-from shared import serving
-
-async def app(scope, receive, send):
-    if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                scope["state"][serving.SHUTDOWN_GRACE_S] = 0.5
-                await send({"type": "lifespan.startup.complete"})
-            else:
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/plain")]})
-    await send({"type": "http.response.body", "body": b"first part", "more_body": True})
-    await asyncio.Event().wait()
-
-serving.serve(app, "127.0.0.1", 0, log_level="info", access_log=False,
-              on_listening=lambda url: print(url, flush=True))
-"""
+# An app whose one request starts its reply, sends part of the body and waits for more
+# that never comes.
+MID_REPLY = app_with_grace(0.5, "", """
+await send({"type": "http.response.start", "status": 200,
+            "headers": [(b"content-type", b"text/plain")]})
+await send({"type": "http.response.body", "body": b"first part", "more_body": True})
+await asyncio.Event().wait()
+""", "info")
 
 
 def test_a_stop_that_cuts_a_reply_in_the_middle_is_the_warning_alone() -> None:
