@@ -15,13 +15,10 @@ import contextlib
 import logging
 import os
 import secrets
-import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from functools import cache
 from itertools import islice
@@ -131,8 +128,9 @@ def _local_ray(cpus: int) -> Iterator[None]:
     not connected yet for good, and the session folder too. So the cluster gets a temp
     folder of its own, and a guard process, started first, waits for the end of its
     stdin, whose other end only this process holds: EOF means the job ended or was
-    killed, and the guard ends what is left of the cluster (guard_local_ray). It runs in
-    a session of its own, so a signal to this process's group (Ctrl-C) spares it."""
+    killed, and the guard ends what is left of the cluster (orchestrator/ray_guard.py).
+    It runs in a session of its own, so a signal to this process's group (Ctrl-C)
+    spares it."""
     import ray
 
     # In the folder where Ray puts its own (RAY_TMPDIR, else /tmp, not TMPDIR: the
@@ -142,7 +140,7 @@ def _local_ray(cpus: int) -> Iterator[None]:
     os.makedirs(ray_root, exist_ok=True)
     folder = tempfile.mkdtemp(prefix="job-", dir=ray_root)
     guard = subprocess.Popen(
-        [sys.executable, "-c", "from orchestrator.warc_ray import guard_local_ray; "
+        [sys.executable, "-c", "from orchestrator.ray_guard import guard_local_ray; "
          "guard_local_ray()", folder, str(os.getpid())], cwd=_PACKAGES_ROOT,
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -157,48 +155,6 @@ def _local_ray(cpus: int) -> Iterator[None]:
         if guard.stdin is not None:
             guard.stdin.close()
         guard.wait()
-
-
-def guard_local_ray() -> None:
-    """The guard of a local Ray (_local_ray), given the cluster's temp folder and the
-    driver's process id: at EOF on stdin, the processes that hold a file in the folder
-    (every process of the cluster writes its logs there) but the driver are killed until
-    none is found (the raylet may have been starting a worker as it died), and the
-    folder is removed (Ray's logs of the run, about 200 KB). Processes are found on
-    Linux only (/proc); elsewhere Ray does not fate-share with the kernel's help but
-    starts a reaper of its own, which ends them."""
-    folder, driver = sys.argv[1], int(sys.argv[2])
-    sys.stdin.buffer.read()
-    for _ in range(50):
-        holding = [pid for pid in _processes_holding(folder) if pid != driver]
-        if not holding:
-            break
-        for pid in holding:
-            with contextlib.suppress(OSError):  # gone meanwhile
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def _processes_holding(folder: str) -> list[int]:
-    """This user's processes with a file in `folder` open, from /proc (none without)."""
-    inside = os.path.join(folder, "")
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    found: list[int] = []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            for fd in os.scandir(f"/proc/{entry}/fd"):
-                if os.readlink(fd.path).startswith(inside):
-                    found.append(int(entry))
-                    break
-        except OSError:  # gone meanwhile, or another user's
-            continue
-    return found
 
 
 def _use_token_of_own() -> None:
