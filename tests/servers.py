@@ -21,12 +21,13 @@ import uvicorn
 from fastapi import FastAPI
 
 from orchestrator.launcher import LocalStack, free_port, wait_healthy
+from shared import serving
 from shared.registry import SERVICES
 from shared.service import create_service_app
-from shared.settings import ServiceSettings
+from shared.settings import HttpLimits, ServiceSettings
 from tests.helpers import REPO
 
-__all__ = ["free_port", "local_stack", "serve_app", "serve_http", "serve_process",
+__all__ = ["free_port", "local_stack", "serve_app", "serve_guarded", "serve_http", "serve_process",
            "serve_service", "stand_in_service"]
 
 
@@ -62,6 +63,29 @@ def serve_app(app: Any, ready_path: str | None = "/health",
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@contextmanager
+def serve_guarded(app: Any, limits: HttpLimits | None = None, lifespan: str = "auto"
+                  ) -> Iterator[tuple[str, serving._Server]]:
+    """`app` under shared.serving's server (the guarded protocol with `limits`, the
+    app's stop grace) in a thread on 127.0.0.1:<free port>, once it listens: its base
+    URL and the server. The block's end stops it as a signal would (should_exit)."""
+    port = free_port()
+    server = serving._Server(uvicorn.Config(
+        app, host="127.0.0.1", port=port, http=serving.guarded_protocol(limits or HttpLimits()),
+        lifespan=lifespan, log_level="warning"), None)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the test server exited")
+            thread.join(0.05)
+        yield f"http://127.0.0.1:{port}", server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
 
 
 def stand_in_service(name: str, extract: Callable[..., Awaitable[Any]]) -> FastAPI:

@@ -9,14 +9,11 @@ import io
 import threading
 import time
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 
 from orchestrator.api import ApiSettings, ApiState, create_app, lifespan
@@ -24,10 +21,8 @@ from orchestrator.config import RunConfig
 from orchestrator.models import RunInfo
 from orchestrator.runner import create_run, folder_source, run_summary
 from orchestrator.store import Store
-from shared import serving
-from shared.settings import HttpLimits
 from tests.helpers import SAMPLE
-from tests.servers import free_port
+from tests.servers import serve_guarded
 
 
 def _app(tmp_path: Path) -> tuple[FastAPI, ApiState]:
@@ -48,27 +43,6 @@ def _recorded_run(tmp_path: Path) -> str:
         store.close()
 
 
-@contextmanager
-def _served(app: FastAPI) -> Iterator[tuple[str, serving._Server, threading.Thread]]:
-    """`app` under shared.serving's server (guarded protocol, the app's stop grace) in a
-    thread; the block's end stops it as a signal would (should_exit)."""
-    port = free_port()
-    server = serving._Server(uvicorn.Config(
-        app, host="127.0.0.1", port=port, http=serving.guarded_protocol(HttpLimits()),
-        log_level="warning"), None)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            if not thread.is_alive():
-                raise RuntimeError("the API did not start")
-            thread.join(0.05)
-        yield f"http://127.0.0.1:{port}", server, thread
-    finally:
-        server.should_exit = True
-        thread.join(timeout=60)
-
-
 def test_a_request_in_hand_past_the_grace_gets_503_and_the_server_stops(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run's figures take seconds to read where it has thousands of results: the stop
@@ -85,7 +59,7 @@ def test_a_request_in_hand_past_the_grace_gets_503_and_the_server_stops(
     app, api = _app(tmp_path)
     replies: list[httpx.Response] = []
     try:
-        with _served(app) as (url, server, _):
+        with serve_guarded(app) as (url, server):
             asking = threading.Thread(target=lambda: replies.append(
                 httpx.get(f"{url}/runs/{run_id}/results", timeout=120)))
             asking.start()

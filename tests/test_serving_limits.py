@@ -12,20 +12,16 @@ import select
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import orjson
 import pytest
-import uvicorn
 
-from shared import serving
 from shared.settings import HttpLimits
 from tests.helpers import REPO, post_html_sent_whole
-from tests.servers import free_port, serve_process
+from tests.servers import serve_guarded, serve_process
 
 MIB = 2**20
 
@@ -63,26 +59,6 @@ async def _refusing_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"{}"})
 
 
-@contextmanager
-def _guarded_server(limits: HttpLimits) -> Iterator[tuple[str, int]]:
-    """_refusing_app under uvicorn with the guarded protocol, in a thread."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(
-        _refusing_app, host="127.0.0.1", port=port, http=serving.guarded_protocol(limits),
-        lifespan="off", log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            if not thread.is_alive():
-                raise RuntimeError("the test server exited")
-            time.sleep(0.05)
-        yield "127.0.0.1", port
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-
-
 def _post_head(size: int) -> bytes:
     return (b"POST /extract HTTP/1.1\r\nhost: x\r\ncontent-type: text/html\r\n"
             b"content-length: %d\r\n\r\n" % size)
@@ -103,16 +79,17 @@ def _sent_until_cut(sock: socket.socket, chunk: bytes, most: int, pause: float =
 
 
 def test_the_rest_of_a_refused_body_is_dropped_up_to_linger_bytes() -> None:
-    with _guarded_server(HttpLimits(request_timeout_s=60, linger_bytes=4 * MIB)) as address, \
-            socket.create_connection(address) as sock:
+    with serve_guarded(_refusing_app, HttpLimits(request_timeout_s=60, linger_bytes=4 * MIB),
+                       lifespan="off") as (url, _), \
+            socket.create_connection(_address(url)) as sock:
         sock.sendall(_post_head(2**30))
         sent = _sent_until_cut(sock, b"a" * 65536, 256 * MIB)
     assert sent < 256 * MIB, "the server read a refused body on past linger_bytes"
 
 
 def test_the_rest_of_a_refused_body_is_dropped_only_within_the_request_time_limit() -> None:
-    with _guarded_server(HttpLimits(request_timeout_s=1)) as address, \
-            socket.create_connection(address) as sock:
+    with serve_guarded(_refusing_app, HttpLimits(request_timeout_s=1), lifespan="off") as (
+            url, _), socket.create_connection(_address(url)) as sock:
         sock.sendall(_post_head(2**30) + b"a" * 65536)
         sock.settimeout(30)
         reply = sock.recv(65536)
