@@ -215,7 +215,9 @@ def _utf16_from_controls(data: bytes) -> str | None:
     one at least, as _utf16_from_nul_bytes asks of NULs), and the reading must be
     plausible text (_NOT_TEXT). Where both byte orders pass (a short text), the high
     bytes are the side of fewer distinct values: a script fills few blocks of 256 code
-    points. Such text may be valid UTF-8 too, so this goes before UTF-8."""
+    points; where they tie (one character repeated), the side that is all NUL, as the
+    high bytes of Latin-1 text are. Such text may be valid UTF-8 too, so this goes
+    before UTF-8."""
     if len(data) < 2 or len(data) % 2 or any(data.startswith(bom) for bom, _ in _BOMS):
         return None
     controls = len(data.translate(None, _NOT_CONTROL))
@@ -228,32 +230,12 @@ def _utf16_from_controls(data: bytes) -> str | None:
                  if 4 * high <= low and _plausible_text(data, codec)]
     if len(plausible) < 2:
         return plausible[0] if plausible else None
-    even_values, odd_values = len(set(data[0::2])), len(set(data[1::2]))
-    if even_values == odd_values:
-        return None
-    return "utf-16-le" if odd_values < even_values else "utf-16-be"
-
-
-# The Latin-1 characters text is written in: tab, line ends, printable ASCII and the
-# printable upper half (no C1 controls). In UTF-16 each is its code as the low byte
-# beside a NUL.
-_LATIN1_TEXT = bytes([0x09, 0x0A, 0x0D, *range(0x20, 0x7F), *range(0xA0, 0x100)])
-
-
-def _utf16_from_latin1_text(data: bytes) -> str | None:
-    """The codec of UTF-16 text without a byte-order mark that _utf16_from_controls
-    cannot tell from its other byte order (one character repeated, "aa" or "...": both
-    read as text of one distinct character), where its characters are all printable
-    Latin-1 (_LATIN1_TEXT): every byte on one side NUL, none on the other. Two NULs at
-    least, as for the controls: one character beside a NUL is as likely one stray NUL
-    in UTF-8 text. Text in UTF-8 or a single-byte charset holds no NUL."""
-    if len(data) < 4 or len(data) % 2:
-        return None
-    even, odd = data[0::2], data[1::2]
-    for codec, low, high in (("utf-16-le", even, odd), ("utf-16-be", odd, even)):
-        if high.count(0) == len(high) and not low.translate(None, _LATIN1_TEXT):
-            return codec
-    return None
+    even_values, odd_values = set(data[0::2]), set(data[1::2])
+    if len(even_values) == len(odd_values):  # one character repeated ("aa", "..."):
+        if odd_values == {0}:  # the side of NULs holds the high bytes
+            return "utf-16-le"
+        return "utf-16-be" if even_values == {0} else None
+    return "utf-16-le" if len(odd_values) < len(even_values) else "utf-16-be"
 
 
 def _latin_script(data: bytes) -> bool:
@@ -318,10 +300,9 @@ def decode_gold(data: bytes) -> tuple[str, str | None]:
     UTF-16 without a byte-order mark is told before UTF-8 is tried: by its NUL bytes
     (mostly ASCII, it would pass as UTF-8 with a NUL after every letter), else, for CJK
     text, by the control characters its bytes hold when read otherwise, which may be
-    valid UTF-8 too (_utf16_from_controls), else, for one Latin-1 character repeated,
-    by a NUL beside every character (_utf16_from_latin1_text)."""
-    utf16 = (_utf16_from_nul_bytes(data) or _utf16_from_controls(data)
-             or _utf16_from_latin1_text(data))
+    valid UTF-8 too, or by a NUL beside each where it is one character repeated
+    (_utf16_from_controls)."""
+    utf16 = _utf16_from_nul_bytes(data) or _utf16_from_controls(data)
     if utf16 is not None:
         order = "little" if utf16 == "utf-16-le" else "big"
         return data.decode(utf16), f"UTF-16 ({order}-endian) without a byte-order mark"
