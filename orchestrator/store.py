@@ -60,7 +60,7 @@ from typing import Any, Literal
 
 from orchestrator.models import PageResult, RunInfo, RunStatus
 from orchestrator.testsets import LabelledPage
-from shared.pids import process_exists
+from shared.pids import proc_stat, process_exists
 
 log = logging.getLogger("boilerbench.orchestrator")
 
@@ -239,18 +239,6 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """The state and the start time (clock ticks after boot) of process `pid`, fields 3
-    and 22 of /proc/PID/stat; None where /proc does not tell them (no /proc, no such
-    process, or one hidden from this user)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = text.rpartition(b")")[2].split()  # the command name may hold spaces
-    return (fields[0].decode(), fields[19].decode()) if len(fields) > 19 else None
-
-
 @cache
 def _boot_id() -> str:
     """The start of this boot's id: a start time counts from the boot, so one of an
@@ -270,7 +258,7 @@ def _this_owner() -> str:
     it (else `host:pid`), so that a later process given the same pid after this one has
     died is not taken for it on this host (another host's reads its heartbeat)."""
     owner = f"{socket.gethostname()}:{os.getpid()}"
-    stat = _proc_stat(os.getpid())
+    stat = proc_stat(os.getpid())
     return owner if stat is None else f"{owner}:{_start_stamp(stat[1])}"
 
 
@@ -289,7 +277,7 @@ def _process_alive(pid: int, start: str | None) -> bool:
     """Whether process `pid` lives and is the one that started at `start` where that
     was recorded: a zombie has ended, and a pid taken since by another process (its
     start differs) is the recorded one's no more."""
-    stat = _proc_stat(pid)
+    stat = proc_stat(pid)
     if stat is None:  # no /proc, or a process hidden from this user: its pid alone
         return process_exists(pid)
     state, ticks = stat

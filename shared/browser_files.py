@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from shared.pids import process_exists
+from shared.pids import proc_stat, process_exists
 
 # No switch stops Debian's Chromium (156) from writing a dump per crashed page:
 # --disable-breakpad, --disable-crash-reporter and --crash-dumps-dir change nothing, and
@@ -57,11 +57,8 @@ def clean_up_after_browsers() -> None:
 def _ended(pid: int) -> bool:
     """Whether process `pid` has ended: gone, or a zombie (which the process it is left
     to, PID 1 for a browser whose driver was killed, may reap late or never)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return not process_exists(pid)
+    stat = proc_stat(pid)
+    return not process_exists(pid) if stat is None else stat[0] in ("Z", "X")
 
 
 def new_scratch() -> str:

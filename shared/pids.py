@@ -17,3 +17,16 @@ def process_exists(pid: int, group: bool = False) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def proc_stat(pid: int) -> tuple[str, str] | None:
+    """The state and the start time (clock ticks after boot) of process `pid`, fields 3
+    and 22 of /proc/PID/stat; None where /proc does not tell them (no /proc, no such
+    process, or one hidden from this user)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    fields = text.rpartition(b")")[2].split()  # the command name may hold spaces
+    return (fields[0].decode(), fields[19].decode()) if len(fields) > 19 else None
