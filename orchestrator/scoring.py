@@ -53,23 +53,15 @@ from typing import Any
 
 from orchestrator.field_metrics import GoldShingles, rouge_lsum_f1, shingle_counts
 from orchestrator.models import Counts, PageScores
-from shared.alignment import aligned_mask, lcs_length
+from shared.alignment import TokenCodes, aligned_mask, lcs_length
 from shared.contract import Block
 from shared.html import parse_html, visible_text
 from shared.tokens import tokenize
 from shared.workers import Handler
 
-_SURROGATES = 0xD800
-_SURROGATE_SPAN = 0x800
-_MAX_CODES = 0x110000 - _SURROGATE_SPAN - 1  # one code point is kept as the sentinel
 # Pages a scoring worker keeps unpickled. A run's rows move through the pages at their
 # own pace; a row that lags further behind has its page unpickled again.
 REFERENCES_KEPT = 64
-
-
-def _code_point(rank: int) -> str:
-    """The character for a vocabulary rank, skipping the surrogate range."""
-    return chr(rank if rank < _SURROGATES else rank + _SURROGATE_SPAN)
 
 
 class PageReference:
@@ -83,12 +75,8 @@ class PageReference:
         self.gold_tokens = gold_tokens
         self.page_counts: Counter[str] = Counter(page_tokens)
         self.gold_counts: Counter[str] = Counter(gold_tokens)
-        vocabulary = (self.page_counts + self.gold_counts).most_common()
-        self._codes: dict[str, str] | None = None
-        self._sentinel = ""
-        if len(vocabulary) <= _MAX_CODES:
-            self._codes = {word: _code_point(rank) for rank, (word, _) in enumerate(vocabulary)}
-            self._sentinel = _code_point(len(vocabulary))
+        self._codes = TokenCodes(
+            word for word, _ in (self.page_counts + self.gold_counts).most_common())
         self.page_seq = self.encode(page_tokens)
         self.gold_seq = self.encode(gold_tokens)
         self.page_gold_lcs = lcs_length(self.page_seq, self.gold_seq)
@@ -111,13 +99,10 @@ class PageReference:
         return len(self.page_tokens) - self.page_gold_lcs
 
     def encode(self, tokens: list[str]) -> Sequence[str]:
-        """Tokens as one string, a character per token; words the page and gold lack
-        all become one sentinel that matches nothing on the page or in the gold.
-        Falls back to the token list itself for a vocabulary beyond Unicode."""
-        if self._codes is None:
-            return tokens
-        codes, sentinel = self._codes, self._sentinel
-        return "".join([codes.get(token, sentinel) for token in tokens])
+        """Tokens as one string, a character per token (shared.alignment.TokenCodes);
+        words the page and gold lack all become one sentinel that matches nothing on the
+        page or in the gold."""
+        return self._codes.encode(tokens)
 
     @cached_property
     def gold_shingles(self) -> GoldShingles:

@@ -16,11 +16,12 @@ and the ensemble cut too; walking an lxml tree for them took longer than the par
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from pydantic import Field
 
-from shared.alignment import aligned_mask
+from shared.alignment import TokenCodes, aligned_ranges
 from shared.contract import Block, Extraction, Options
 from shared.flatpage import flatten_html, tree_details
 from shared.tokens import tokenize
@@ -51,18 +52,44 @@ def block_support(block_texts: Sequence[str], reference: Sequence[str]) -> list[
     return token_support([tokenize(text) for text in block_texts], reference)
 
 
+class BlockTokens:
+    """A page's blocks' tokens laid end to end, to align texts against. `coded`: as one
+    string (TokenCodes), which costs more to build than it saves on one alignment and
+    pays from the second on (the ensemble maps each member's text onto one page's
+    blocks)."""
+
+    def __init__(self, tokens_per_block: Sequence[Sequence[str]], coded: bool = False) -> None:
+        flat = list(itertools.chain.from_iterable(tokens_per_block))
+        self.codes = TokenCodes(flat) if coded else None
+        self.sequence = self.codes.encode(flat) if self.codes is not None else flat
+        self.lengths = [len(tokens) for tokens in tokens_per_block]
+
+    def support(self, reference: Sequence[str]) -> list[float]:
+        """Share of each block's tokens that align with `reference` tokens (0.0 when it
+        has none): the aligned runs and the blocks, both in page order, walked together."""
+        if self.codes is not None:
+            reference = self.codes.encode(reference)
+        runs = aligned_ranges(self.sequence, reference)
+        shares: list[float] = []
+        first = start = 0  # the first run that may reach the block; the block's start
+        for length in self.lengths:
+            end = start + length
+            while first < len(runs) and runs[first][1] <= start:
+                first += 1
+            aligned = 0
+            for run_start, run_end in itertools.islice(runs, first, None):
+                if run_start >= end:
+                    break
+                aligned += min(run_end, end) - max(run_start, start)
+            shares.append(aligned / length if length else 0.0)
+            start = end
+        return shares
+
+
 def token_support(tokens_per_block: Sequence[Sequence[str]], reference: Sequence[str]
                   ) -> list[float]:
     """block_support of blocks already tokenized."""
-    flat = [token for tokens in tokens_per_block for token in tokens]
-    mask = aligned_mask(flat, reference)
-    shares: list[float] = []
-    start = 0
-    for tokens in tokens_per_block:
-        end = start + len(tokens)
-        shares.append(sum(mask[start:end]) / len(tokens) if tokens else 0.0)
-        start = end
-    return shares
+    return BlockTokens(tokens_per_block).support(reference)
 
 
 def text_extraction(html: str, text: str, blocks: bool = True) -> Extraction:

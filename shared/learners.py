@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import lightgbm
@@ -76,6 +76,8 @@ def fit_booster(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64
     data = lightgbm.Dataset(x, label=y, weight=w, params={"max_bin": params.max_bin,
                                                           "verbosity": -1},
                             free_raw_data=True)
+    if int(len(x) * params.bagging_fraction) < 1:  # a bag of no row stops LightGBM
+        params = replace(params, bagging_fraction=1.0)
     return lightgbm.train(params.lightgbm(seed), data, num_boost_round=params.trees)
 
 

@@ -336,6 +336,35 @@ def leave_one_dataset_out(pages: Sequence[TrainingPage],
     return probabilities
 
 
+def pairs_left_out(names: Sequence[str]) -> list[tuple[str, str]]:
+    """The pairs of datasets that nested choices leave out together (none below three
+    datasets: a pair left out of two leaves nothing to fit on)."""
+    return list(itertools.combinations(sorted(names), 2)) if len(names) >= 3 else []
+
+
+def leave_two_datasets_out(pages: Sequence[TrainingPage],
+                           fit: Callable[[Sequence[TrainingPage]], Classifier]
+                           ) -> dict[str, list[Matrix]]:
+    """For each dataset D, the probabilities of every other page from a model fitted
+    without D and without the page's own dataset (D's own pages get empty vectors).
+
+    What a choice made for D's held-out model (its rule, its candidate, the ensemble's
+    members) is scored on: models that, like D's, never saw D. Scoring it on the other
+    datasets' leave-one-out probabilities instead would score it on models fitted on
+    D's labels. One model per pair of datasets serves both of its datasets. Below
+    three datasets there is no such model: empty (nested_rule then takes the default)."""
+    names = sorted({p.dataset for p in pages})
+    inner: dict[str, list[Matrix]] = {}
+    for pair in pairs_left_out(names):
+        model = fit([p for p in pages if p.dataset not in pair])
+        for left_out, scored in (pair, pair[::-1]):
+            held = inner.setdefault(left_out, [np.zeros(0)] * len(pages))
+            for i, page in enumerate(pages):
+                if page.dataset == scored:
+                    held[i] = model.probabilities(page.features)
+    return inner
+
+
 @dataclass(frozen=True)
 class Rule:
     """How unit probabilities become decisions (shared.gbdt.decide): smooth with
@@ -384,22 +413,41 @@ def lodo_record(scores: dict[str, float]) -> dict[str, Any]:
             "trained_on": {name: [n for n in names if n != name] for name in sorted(scores)}}
 
 
+def nested_rule(pages: Sequence[TrainingPage], inner: Mapping[str, Sequence[Matrix]],
+                candidates: Sequence[Rule], name: str) -> tuple[int, float | None]:
+    """The rule for dataset `name`'s held-out model, chosen without its labels: the best
+    mean over the other datasets of their probabilities from models fitted without
+    `name` too (leave_two_datasets_out), and that mean. Without such models (fewer
+    than three datasets) nothing can be chosen: the first candidate, the plainest, and
+    no mean."""
+    if name not in inner:
+        return 0, None
+    others = sorted({p.dataset for p in pages} - {name})
+    kept = [i for i, p in enumerate(pages) if p.dataset != name]
+    scores = rule_scores([pages[i] for i in kept], [inner[name][i] for i in kept], candidates)
+    best = best_rule(scores, candidates, others)
+    return best, round(float(np.mean([scores[best][d] for d in others])), 6)
+
+
 def lodo_evaluation(pages: Sequence[TrainingPage], probabilities: Sequence[Matrix],
-                    candidates: Sequence[Rule]) -> dict[str, Any]:
+                    inner: Mapping[str, Sequence[Matrix]], candidates: Sequence[Rule]
+                    ) -> dict[str, Any]:
     """Leave-one-dataset-out figures of held-out `probabilities`: the word F1 of each
-    dataset at the rule chosen on the other datasets' held-out pages (so nothing about
-    a dataset, not even its cut, is learned from its own labels), their mean, and the
-    rule chosen on all of them, which a model trained on every page ships."""
+    dataset at the rule chosen without its labels (nested_rule, on `inner`), their
+    mean, and the rule chosen on every dataset's held-out pages, which a model trained
+    on every page ships."""
     names = sorted({p.dataset for p in pages})
     scores = rule_scores(pages, probabilities, candidates)
-    per_dataset, chosen = {}, {}
+    per_dataset: dict[str, float] = {}
+    chosen: dict[str, dict[str, Any]] = {}
+    nested: dict[str, float | None] = {}
     for name in names:
-        rule = best_rule(scores, candidates, [n for n in names if n != name])
+        rule, nested[name] = nested_rule(pages, inner, candidates, name)
         per_dataset[name] = scores[rule][name]
         chosen[name] = candidates[rule].to_json()
     shipped = best_rule(scores, candidates, names)
-    return {**lodo_record(per_dataset), "rule": chosen, "shipped_rule": shipped,
-            "word_f1_at_shipped_rule": scores[shipped]}
+    return {**lodo_record(per_dataset), "rule": chosen, "nested_mean": nested,
+            "shipped_rule": shipped, "word_f1_at_shipped_rule": scores[shipped]}
 
 
 def evaluate_candidates(pages: Sequence[TrainingPage],
@@ -411,7 +459,8 @@ def evaluate_candidates(pages: Sequence[TrainingPage],
     if len({p.dataset for p in pages}) < 2:
         return evaluations
     for name, fit in candidates.items():
-        evaluations[name] = lodo_evaluation(pages, leave_one_dataset_out(pages, fit), rules)
+        evaluations[name] = lodo_evaluation(pages, leave_one_dataset_out(pages, fit),
+                                            leave_two_datasets_out(pages, fit), rules)
         log(f"{name}: leave-one-dataset-out word F1 {evaluations[name]['word_f1']}, "
             f"mean {evaluations[name]['mean']}")
     return evaluations
@@ -420,14 +469,15 @@ def evaluate_candidates(pages: Sequence[TrainingPage],
 def held_out_choice(evaluations: Mapping[str, dict[str, Any]], names: Sequence[str]
                     ) -> dict[str, Any]:
     """The leave-one-dataset-out figures of the training as a whole: for each dataset,
-    the candidate of best mean over the other datasets' figures (as the shipped one is
-    chosen over all of them) and the figure that candidate gives it, at its rule chosen
-    without it too. No choice sees the labels of the dataset it is scored on."""
+    the candidate whose models fitted without it score best on the other datasets
+    (`nested_mean`; the first candidate where there are none, below three datasets)
+    and the figure that candidate gives it, at its rule chosen without it too. No
+    choice sees the labels of the dataset it is scored on."""
     scores, rule, candidate = {}, {}, {}
     for name in names:
-        others = [n for n in names if n != name]
-        pick = max(evaluations, key=lambda c: round(float(np.mean(
-            [evaluations[c]["word_f1"][n] for n in others])), 6))
+        nested = {c: e["nested_mean"][name] for c, e in evaluations.items()}
+        pick = next(iter(evaluations)) if None in nested.values() \
+            else max(nested, key=lambda c: nested[c])
         scores[name] = evaluations[pick]["word_f1"][name]
         rule[name] = evaluations[pick]["rule"][name]
         candidate[name] = pick

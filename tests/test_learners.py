@@ -28,6 +28,7 @@ from shared.training import (
     TrainingPage,
     held_out_choice,
     leave_one_dataset_out,
+    leave_two_datasets_out,
     load_datasets,
     word_f1,
 )
@@ -100,40 +101,78 @@ def test_unfinite_rows_are_refused() -> None:
         fit_booster(x, np.array([0.0, 0.0, 1.0, 1.0]), np.ones(4), TreeParams(trees=1), 0)
 
 
+class Majority:
+    """A classifier that gives every unit its training units' content share."""
+
+    def __init__(self, share: float) -> None:
+        self.share = share
+
+    def probabilities(self, features: np.ndarray) -> np.ndarray:
+        return np.full(len(features), self.share)
+
+
+def share_of(pages: list[TrainingPage]) -> float:
+    return float(np.concatenate([p.labels for p in pages]).mean())
+
+
 @pytest.mark.dataset
 def test_leave_one_dataset_out_never_sees_the_held_out_dataset(pages: list[TrainingPage]) -> None:
     seen: list[set[str]] = []
 
-    class Majority:
-        def __init__(self, share: float) -> None:
-            self.share = share
-
-        def probabilities(self, features: np.ndarray) -> np.ndarray:
-            return np.full(len(features), self.share)
-
     def fit(train: list[TrainingPage]) -> Majority:
         seen.append({p.dataset for p in train})
-        return Majority(float(np.concatenate([p.labels for p in train]).mean()))
+        return Majority(share_of(train))
 
     held = leave_one_dataset_out(pages, fit)
     names = {"scrapinghub", "cleaneval", "chaos", "cleanportaleval"}
     assert seen == [names - {name} for name in sorted(names)]
     for page, probabilities in zip(pages, held, strict=True):
         others = [p for p in pages if p.dataset != page.dataset]
-        assert probabilities == pytest.approx(
-            np.full(len(page.labels), np.concatenate([p.labels for p in others]).mean()))
+        assert probabilities == pytest.approx(np.full(len(page.labels), share_of(others)))
+
+
+@pytest.mark.dataset
+def test_choices_for_a_held_out_dataset_are_scored_by_models_that_never_saw_it(
+        pages: list[TrainingPage]) -> None:
+    """For dataset D, each other page is scored by a model fitted without D and without
+    the page's own dataset: one model per pair of datasets, six for four."""
+    seen: list[set[str]] = []
+
+    def fit(train: list[TrainingPage]) -> Majority:
+        seen.append({p.dataset for p in train})
+        return Majority(share_of(train))
+
+    inner = leave_two_datasets_out(pages, fit)
+    names = {"scrapinghub", "cleaneval", "chaos", "cleanportaleval"}
+    assert len(seen) == 6
+    assert all(len(s) == 2 for s in seen)
+    assert set(inner) == names
+    for left_out, probabilities in inner.items():
+        for page, scored in zip(pages, probabilities, strict=True):
+            if page.dataset == left_out:
+                assert scored.size == 0
+                continue
+            trained = [p for p in pages if p.dataset not in (left_out, page.dataset)]
+            assert scored == pytest.approx(np.full(len(page.labels), share_of(trained)))
+    assert leave_two_datasets_out([p for p in pages if p.dataset in ("chaos", "cleaneval")],
+                                  fit) == {}
 
 
 def test_a_held_out_figure_comes_from_the_candidate_chosen_without_its_dataset() -> None:
-    """The candidate scored on a dataset is the best on the other datasets, never the best
-    on that dataset itself: "deep" wins overall only through scrapinghub, so scrapinghub
-    is scored by "shallow", and the others by "deep"."""
-    def evaluation(scores: dict[str, float]) -> dict[str, object]:
-        return {"word_f1": scores, "rule": {name: {"cut": 0.5} for name in scores}}
+    """The candidate scored on a dataset is the one whose models fitted without it score
+    best on the other datasets (`nested_mean`), never the best on that dataset itself:
+    "deep" wins on the leave-one-out figures only through scrapinghub, and without
+    scrapinghub "shallow" does better, so scrapinghub is scored by "shallow"."""
+    def evaluation(scores: dict[str, float], nested: dict[str, float | None]
+                   ) -> dict[str, object]:
+        return {"word_f1": scores, "nested_mean": nested,
+                "rule": {name: {"cut": 0.5} for name in scores}}
 
     evaluations = {
-        "shallow": evaluation({"chaos": 0.90, "cleaneval": 0.90, "scrapinghub": 0.70}),
-        "deep": evaluation({"chaos": 0.89, "cleaneval": 0.89, "scrapinghub": 0.99}),
+        "shallow": evaluation({"chaos": 0.90, "cleaneval": 0.90, "scrapinghub": 0.70},
+                              {"chaos": 0.80, "cleaneval": 0.80, "scrapinghub": 0.90}),
+        "deep": evaluation({"chaos": 0.89, "cleaneval": 0.89, "scrapinghub": 0.99},
+                           {"chaos": 0.94, "cleaneval": 0.94, "scrapinghub": 0.88}),
     }
     chosen = held_out_choice(evaluations, ["chaos", "cleaneval", "scrapinghub"])
     assert chosen["candidate"] == {"chaos": "deep", "cleaneval": "deep",
@@ -141,6 +180,11 @@ def test_a_held_out_figure_comes_from_the_candidate_chosen_without_its_dataset()
     assert chosen["word_f1"] == {"chaos": 0.89, "cleaneval": 0.89, "scrapinghub": 0.70}
     assert chosen["mean"] == pytest.approx(np.mean([0.89, 0.89, 0.70]), abs=1e-4)
     assert chosen["trained_on"]["scrapinghub"] == ["chaos", "cleaneval"]
+    # Two datasets leave nothing to choose on: the first candidate, for both.
+    two = {name: evaluation({"chaos": f, "cleaneval": f}, {"chaos": None, "cleaneval": None})
+           for name, f in (("shallow", 0.7), ("deep", 0.9))}
+    assert held_out_choice(two, ["chaos", "cleaneval"])["candidate"] == {
+        "chaos": "shallow", "cleaneval": "shallow"}
 
 
 def test_training_word_f1_is_the_runs_bag_of_words_f1() -> None:

@@ -582,7 +582,10 @@ def test_runs_delete_refuses_the_runs_a_server_has_queued_or_running(
     from another process refuses both (the server's task would fail on a run gone),
     and the server's DELETE /runs/{id} deletes them."""
     url, _, _ = api
-    running = _inline_run(url, pages=20).json()["id"]
+    # A second a page: the run outlasts the two commands below, which take seconds each
+    # to start on a slow machine (a shorter one can end, and the queued run after it,
+    # before the second command looks).
+    running = _inline_run(url, pages=200).json()["id"]
     queued = _inline_run(url).json()["id"]
     assert _wait_status(url, running, "running")["status"] == "running"
     for run_id in (queued, running):

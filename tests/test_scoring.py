@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import orchestrator.scoring as scoring
+import shared.alignment as alignment
 from orchestrator.models import Counts
 from orchestrator.scoring import PageReference, prepare_page, score_empty, score_extraction
 from shared.alignment import lcs_length
@@ -181,7 +182,7 @@ def test_encoding_matches_plain_token_lists(monkeypatch: pytest.MonkeyPatch) -> 
     encoded = PageReference(page_words, gold_words)
     assert isinstance(encoded.page_seq, str)
     assert max(encoded.page_seq) > "\udfff"  # ranks beyond the surrogates were used
-    monkeypatch.setattr(scoring, "_MAX_CODES", 10)
+    monkeypatch.setattr(alignment, "_MAX_CODES", 10)
     plain = PageReference(page_words, gold_words)
     assert isinstance(plain.page_seq, list)
     text = " ".join(extract_words)

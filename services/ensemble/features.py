@@ -31,7 +31,7 @@ import numpy.typing as npt
 from services.ensemble.members import MemberAnswer, is_text_peer
 from services.fusion.features import FEATURES as FUSION_FEATURES
 from services.fusion.features import PageFeatures
-from shared.blockmap import support_mark, token_support
+from shared.blockmap import support_mark
 from shared.tokens import tokenize
 
 Matrix = npt.NDArray[np.float64]
@@ -41,6 +41,8 @@ MEMBER_FIGURES = ("answered", "support", "support_prev", "support_next", "page_s
 SUMMARY = ("members_answered", "mean_support", "vote_share", "mean_support_prev",
            "mean_support_next")
 _LOOKAHEAD = 8
+# A member that did not answer: `answered` 0, every other figure MISSING.
+_NOT_ANSWERED = np.array([0.0, *[MISSING] * (len(MEMBER_FIGURES) - 1)])
 
 
 def feature_names(members: Sequence[str], fusion: Sequence[str] = FUSION_FEATURES
@@ -71,7 +73,7 @@ def member_figures(page: PageFeatures, answer: MemberAnswer) -> MemberFigures | 
     if answer.text is None:
         return None
     n = len(page.blocks)
-    shares = token_support(page.tokens, tokenize(answer.text))
+    shares = page.block_tokens.support(tokenize(answer.text))
     support = np.asarray(shares, dtype=np.float64)
     if is_text_peer(answer.member):
         marks = [support_mark(s) for s in shares]
@@ -107,28 +109,35 @@ def _neighbours(values: Matrix) -> tuple[Matrix, Matrix]:
 def combine(fusion: Matrix, words: Matrix, figures: Sequence[MemberFigures | None]) -> Matrix:
     """The combiner's matrix: fusion's columns, each member's figures (MISSING where it
     did not answer), then the summary over the members that did. `words`: each block's
-    number of tokens (a member's page share is the share of the page's words it keeps)."""
-    n = len(fusion)
-    columns = [fusion]
-    answered = [f for f in figures if f is not None]
+    number of tokens (a member's page share is the share of the page's words it keeps).
+    Written into one array, column block by column block."""
+    n, width = fusion.shape[0], len(MEMBER_FIGURES)
+    matrix = np.empty((n, fusion.shape[1] + width * len(figures) + len(SUMMARY)))
+    matrix[:, :fusion.shape[1]] = fusion
     total = max(float(words.sum()), 1.0)
+    column = fusion.shape[1]
     for f in figures:
+        block = matrix[:, column:column + width]
+        column += width
         if f is None:
-            columns.append(np.tile([0.0, *[MISSING] * (len(MEMBER_FIGURES) - 1)], (n, 1)))
-        else:
-            prev, nxt = _neighbours(f.support)
-            share = np.full(n, float(f.support @ words) / total)
-            columns.append(np.column_stack([np.ones(n), f.support, prev, nxt, share,
-                                            f.own_label, f.own_score]))
+            block[:] = _NOT_ANSWERED
+            continue
+        block[:, 0] = 1.0
+        block[:, 1] = f.support
+        block[:, 2], block[:, 3] = _neighbours(f.support)
+        block[:, 4] = float(f.support @ words) / total
+        block[:, 5] = f.own_label
+        block[:, 6] = f.own_score
+    answered = [f.support for f in figures if f is not None]
+    summary = matrix[:, column:]
+    summary[:, 0] = float(len(answered))
     if answered:
-        supports = np.column_stack([f.support for f in answered])
-        mean = supports.mean(axis=1)
-        votes = (supports > 0.5).mean(axis=1)
+        supports = np.column_stack(answered)
+        summary[:, 1] = supports.mean(axis=1)
+        summary[:, 2] = (supports > 0.5).mean(axis=1)
     else:
-        mean = votes = np.full(n, MISSING)
-    prev, nxt = _neighbours(mean)
-    columns.append(np.column_stack([np.full(n, float(len(answered))), mean, votes, prev, nxt]))
-    matrix: Matrix = np.hstack(columns) if n else np.zeros((0, sum(c.shape[1] for c in columns)))
+        summary[:, 1:3] = MISSING
+    summary[:, 3], summary[:, 4] = _neighbours(summary[:, 1].copy())
     return matrix
 
 

@@ -19,7 +19,8 @@ scores (`frontier`: greedy backward removal of the member whose loss costs least
 per CPU millisecond saved; the default is the cheapest set within DEFAULT_TOLERANCE of
 the full set's mean). The shipped model makes both choices on every dataset and is
 fitted on every page; a dataset's reported figure makes them on the other datasets
-alone (`held_out_figures`), so no choice behind it saw its labels.
+alone, each scored by trees fitted without it as well (`held_out_figures`,
+`inner_models`), so no choice behind it saw its labels.
 
 Training only: no service imports this at runtime.
 """
@@ -62,6 +63,7 @@ from shared.training import (
     overall,
     page_f1,
     paired_pages,
+    pairs_left_out,
     read_page,
     require_usable,
     rule_scores,
@@ -284,20 +286,40 @@ def frontier(lodo: Lodo, cost: dict[str, float], rule: Rule, datasets: Sequence[
     return steps
 
 
-def held_out_figures(lodo: Lodo, cost: dict[str, float], hp: Hyperparameters,
-                     log: Callable[[str], None]) -> dict[str, Any]:
+def inner_models(pages: Sequence[EnsemblePage], members: Sequence[str], hp: Hyperparameters,
+                 seed: int, log: Callable[[str], None]) -> dict[str, Lodo]:
+    """For each dataset D, the other datasets' pages each scored by trees fitted without
+    D and without the page's own dataset (shared.training.leave_two_datasets_out says
+    why): what D's rule and default members are chosen on. Empty below three datasets."""
+    names = sorted({p.dataset for p in pages})
+    pair_models = {}
+    for pair in pairs_left_out(names):
+        pair_models[pair] = fit([p for p in pages if p.dataset not in pair], members, hp, seed)
+        log(f"fitted without {' and '.join(pair)}")
+    return {name: Lodo({other: pair_models[min(name, other), max(name, other)]
+                        for other in names if other != name},
+                       [p for p in pages if p.dataset != name], members)
+            for name in names if pair_models}
+
+
+def held_out_figures(lodo: Lodo, inner: dict[str, Lodo], cost: dict[str, float],
+                     hp: Hyperparameters, log: Callable[[str], None]) -> dict[str, Any]:
     """Each dataset's figures with every choice made without its labels: the rule and
-    the default members chosen, as for the shipped model, on the other datasets'
-    held-out pages only; then its own held-out pages scored with them (by default
-    members, by all, by none)."""
+    the default members chosen, as for the shipped model, on the other datasets scored
+    by trees fitted without it (`inner`); then its own held-out pages scored with them
+    (by default members, by all, by none). Without `inner` (fewer than three datasets)
+    nothing is chosen: the plainest rule and every member."""
     names = sorted({p.dataset for p in lodo.pages})
     figures: dict[str, Any] = {key: {} for key in (
         "default_members", "all_members", "no_member", "members", "rule")}
     for name in names:
         others = [n for n in names if n != name]
-        rule = choose_rule(lodo, hp, others)
+        if name in inner:
+            rule = choose_rule(inner[name], hp, others)
+            kept = default_members(frontier(inner[name], cost, rule, others, lambda _: None))
+        else:
+            rule, kept = lodo.rule_figures(hp.relative_cut)[0][0], list(lodo.members)
         log(f"without {name}: cut {rule.cut}, smoothing {rule.smoothing}")
-        kept = default_members(frontier(lodo, cost, rule, others, lambda _: None))
         figures["members"][name] = kept
         figures["rule"][name] = rule.to_json()
         for key, asked in (("default_members", kept), ("all_members", lodo.members),
@@ -353,7 +375,8 @@ def train(datasets: Sequence[Path], out: Path, seed: int = 0, hp: Hyperparameter
     lodo = lodo_models(pages, members, hp, seed, log)
     names = sorted({p.dataset for p in pages})
     costs = costs or member_costs(pages, members)
-    held_out = held_out_figures(lodo, costs, hp, log)
+    held_out = held_out_figures(lodo, inner_models(pages, members, hp, seed, log), costs,
+                                hp, log)
     # The shipped model's choices: the same, made on every dataset.
     rule = choose_rule(lodo, hp, names)
     log(f"rule: cut {rule.cut}, smoothing {rule.smoothing}")

@@ -63,6 +63,7 @@ import numpy.typing as npt
 from services.bte.extractor import VOID, count_words
 from services.cetd.extractor import composite_text_densities
 from services.justext.extractor import load_stoplist, stoplist_names
+from shared.blockmap import BlockTokens
 from shared.contract import PathTree
 from shared.flatpage import FlatPage, flatten_html
 from shared.html import INVISIBLE
@@ -183,6 +184,12 @@ class PageFeatures:
     tokens: list[list[str]]
     matrix: Matrix
     tree: PathTree = "html5"  # the parse the blocks' paths name elements of
+
+    @functools.cached_property
+    def block_tokens(self) -> BlockTokens:
+        """The blocks' tokens coded once, for aligning texts with them (the ensemble maps
+        every member's text onto these blocks)."""
+        return BlockTokens(self.tokens, coded=True)
 
 
 def _covered(starts: Ints, last: Ints) -> Flags:
