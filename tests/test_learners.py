@@ -115,17 +115,23 @@ def share_of(pages: list[TrainingPage]) -> float:
     return float(np.concatenate([p.labels for p in pages]).mean())
 
 
-@pytest.mark.dataset
-def test_leave_one_dataset_out_never_sees_the_held_out_dataset(pages: list[TrainingPage]) -> None:
-    seen: list[set[str]] = []
+class RecordingFit:
+    """Fits a Majority, recording the datasets each fit was given."""
 
-    def fit(train: list[TrainingPage]) -> Majority:
-        seen.append({p.dataset for p in train})
+    def __init__(self) -> None:
+        self.seen: list[set[str]] = []
+
+    def __call__(self, train: list[TrainingPage]) -> Majority:
+        self.seen.append({p.dataset for p in train})
         return Majority(share_of(train))
 
+
+@pytest.mark.dataset
+def test_leave_one_dataset_out_never_sees_the_held_out_dataset(pages: list[TrainingPage]) -> None:
+    fit = RecordingFit()
     held = leave_one_dataset_out(pages, fit)
     names = {"scrapinghub", "cleaneval", "chaos", "cleanportaleval"}
-    assert seen == [names - {name} for name in sorted(names)]
+    assert fit.seen == [names - {name} for name in sorted(names)]
     for page, probabilities in zip(pages, held, strict=True):
         others = [p for p in pages if p.dataset != page.dataset]
         assert probabilities == pytest.approx(np.full(len(page.labels), share_of(others)))
@@ -136,16 +142,11 @@ def test_choices_for_a_held_out_dataset_are_scored_by_models_that_never_saw_it(
         pages: list[TrainingPage]) -> None:
     """For dataset D, each other page is scored by a model fitted without D and without
     the page's own dataset: one model per pair of datasets, six for four."""
-    seen: list[set[str]] = []
-
-    def fit(train: list[TrainingPage]) -> Majority:
-        seen.append({p.dataset for p in train})
-        return Majority(share_of(train))
-
+    fit = RecordingFit()
     inner = leave_two_datasets_out(pages, fit)
     names = {"scrapinghub", "cleaneval", "chaos", "cleanportaleval"}
-    assert len(seen) == 6
-    assert all(len(s) == 2 for s in seen)
+    assert len(fit.seen) == 6
+    assert all(len(s) == 2 for s in fit.seen)
     assert set(inner) == names
     for left_out, probabilities in inner.items():
         for page, scored in zip(pages, probabilities, strict=True):
