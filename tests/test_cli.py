@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
@@ -246,6 +246,16 @@ def test_workers_that_cannot_start_are_reported_at_once(monkeypatch: pytest.Monk
     assert extract.json() == {"error": "not_ready", "detail": reason}
 
 
+def _hangup(ignored: bool) -> Callable[[], None]:
+    """Set a child's SIGHUP as nohup leaves it (ignored) or as a terminal's session has it
+    (default), whatever this test process inherited: under nohup it inherits "ignored"."""
+    disposition = signal.SIG_IGN if ignored else signal.SIG_DFL
+
+    def set_hangup() -> None:
+        signal.signal(signal.SIGHUP, disposition)
+    return set_hangup
+
+
 def _slow_workers(folder: Path) -> dict[str, str]:
     """An environment whose extraction workers take a minute to start (a sitecustomize
     on the PYTHONPATH, which the services and their workers inherit), to signal a
@@ -300,8 +310,7 @@ def test_a_signal_while_up_starts_stops_every_service_at_once(
                                cwd=REPO, env=_slow_workers(tmp_path / "slow"),
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)
-                               if sig == signal.SIGTERM else None)
+                               preexec_fn=_hangup(ignored=sig == signal.SIGTERM))
     services: list[int] = []
     try:
         services = _services_of(process.pid)
@@ -333,7 +342,8 @@ def test_a_stop_signal_ends_a_run_and_the_services_it_started(sig: signal.Signal
         [*CLI, "run", "--services", "bte", "--store", str(tmp_path / "runs.sqlite"),
          "--output", str(tmp_path / "out")],
         cwd=REPO, env=_slow_workers(tmp_path / "slow"), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=_hangup(ignored=False))
     services: list[int] = []
     try:
         services = _services_of(process.pid)
