@@ -1,14 +1,31 @@
 """A process tree's members, memory and CPU time, read from /proc (Linux), for the tests
-and benchmarks that measure services with their worker processes."""
+and benchmarks that measure services with their worker processes; and the signal
+dispositions a terminal gives the commands it starts."""
 
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Callable
 from pathlib import Path
 
 from shared.workers import descendants
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def as_a_terminal_starts_it(hangup_ignored: bool = False) -> Callable[[], None]:
+    """A `preexec_fn` that gives a child Ctrl-C, Ctrl-\\ and a hangup at their defaults
+    (the hangup ignored, as under nohup, when asked), whatever this process inherited: a
+    background job started without job control inherits SIGINT and SIGQUIT ignored, and
+    Python then installs no KeyboardInterrupt handler."""
+    hangup = signal.SIG_IGN if hangup_ignored else signal.SIG_DFL
+
+    def set_dispositions() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, hangup)
+    return set_dispositions
 
 
 def process_tree(root: int) -> list[int]:

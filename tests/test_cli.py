@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -52,7 +52,7 @@ from orchestrator.store import Store
 from orchestrator.testsets import LabelledPage, in_memory
 from shared.registry import SERVICES
 from tests.helpers import SAMPLE, resume_hint, set_run_owner
-from tests.processes import process_tree
+from tests.processes import as_a_terminal_starts_it, process_tree
 from tests.servers import REPO, free_port, local_stack, serve_app, serve_http
 
 CLI = [sys.executable, "-m", "orchestrator.cli"]
@@ -246,16 +246,6 @@ def test_workers_that_cannot_start_are_reported_at_once(monkeypatch: pytest.Monk
     assert extract.json() == {"error": "not_ready", "detail": reason}
 
 
-def _hangup(ignored: bool) -> Callable[[], None]:
-    """Set a child's SIGHUP as nohup leaves it (ignored) or as a terminal's session has it
-    (default), whatever this test process inherited: under nohup it inherits "ignored"."""
-    disposition = signal.SIG_IGN if ignored else signal.SIG_DFL
-
-    def set_hangup() -> None:
-        signal.signal(signal.SIGHUP, disposition)
-    return set_hangup
-
-
 def _slow_workers(folder: Path) -> dict[str, str]:
     """An environment whose extraction workers take a minute to start (a sitecustomize
     on the PYTHONPATH, which the services and their workers inherit), to signal a
@@ -310,7 +300,8 @@ def test_a_signal_while_up_starts_stops_every_service_at_once(
                                cwd=REPO, env=_slow_workers(tmp_path / "slow"),
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True,
-                               preexec_fn=_hangup(ignored=sig == signal.SIGTERM))
+                               preexec_fn=as_a_terminal_starts_it(
+                                   hangup_ignored=sig == signal.SIGTERM))
     services: list[int] = []
     try:
         services = _services_of(process.pid)
@@ -343,7 +334,7 @@ def test_a_stop_signal_ends_a_run_and_the_services_it_started(sig: signal.Signal
          "--output", str(tmp_path / "out")],
         cwd=REPO, env=_slow_workers(tmp_path / "slow"), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        preexec_fn=_hangup(ignored=False))
+        preexec_fn=as_a_terminal_starts_it())
     services: list[int] = []
     try:
         services = _services_of(process.pid)
@@ -909,7 +900,7 @@ def test_ctrl_c_stops_a_run_quietly_and_its_hint_resumes_it(tmp_path: Path) -> N
         [*command, "run", "--in-process", "--services", "trafilatura,readability,fusion",
          "--store", str(store), "--out", str(tmp_path / "out")],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+        start_new_session=True, preexec_fn=as_a_terminal_starts_it())
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         time.sleep(0.2)

@@ -24,7 +24,7 @@ from orchestrator.cli import app
 from orchestrator.warc import OddRecord, OtherRecord, WarcPage, read_warc, sniff_html
 from shared.decoding import decode_html
 from tests.helpers import REPO
-from tests.processes import processes_using
+from tests.processes import as_a_terminal_starts_it, processes_using
 from tests.warc_files import Response, dataset_responses, warc_record, write_warc
 
 SERVICE = "bte"
@@ -151,7 +151,7 @@ def stopped_halfway(scrapinghub: Path, tmp_path: Path, service: str, workers: in
             "--workers", str(workers)]
     with (tmp_path / "stderr.txt").open("wb") as stderr:
         job = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=as_a_terminal_starts_it())
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and job.poll() is None:
         if out.exists() and out.read_bytes().count(b"\n") >= 20:
