@@ -39,7 +39,7 @@ class TokenCodes:
             self._sentinel = _code_point(len(words))
 
     def encode(self, tokens: Sequence[str]) -> Sequence[str]:
-        """The tokens as one string, a character per token (module docstring)."""
+        """The tokens as one string, a character per token (class docstring)."""
         if self._codes is None:
             return tokens
         codes, sentinel = self._codes, self._sentinel

@@ -8,8 +8,8 @@ commands in REFERENCES when the training code changes on purpose). The full comm
 
 The commands run as a user runs them, in a process of their own started without the
 numeric pins (orchestrator/commands_train.py), which the command then sets itself: on
-this machine numpy's own tanh differs from the pinned one, so a command that trained
-unpinned would write another network.
+a machine with AVX2 or AVX-512, numpy's own tanh differs from the pinned one, so a
+command that trained unpinned would write another network.
 """
 
 from __future__ import annotations

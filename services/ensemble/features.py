@@ -137,7 +137,7 @@ def combine(fusion: Matrix, words: Matrix, figures: Sequence[MemberFigures | Non
         summary[:, 2] = (supports > 0.5).mean(axis=1)
     else:
         summary[:, 1:3] = MISSING
-    summary[:, 3], summary[:, 4] = _neighbours(summary[:, 1].copy())
+    summary[:, 3], summary[:, 4] = _neighbours(summary[:, 1])
     return matrix
 
 

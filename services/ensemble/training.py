@@ -318,7 +318,7 @@ def held_out_figures(lodo: Lodo, inner: dict[str, Lodo], cost: dict[str, float],
             rule = choose_rule(inner[name], hp, others)
             kept = default_members(frontier(inner[name], cost, rule, others, lambda _: None))
         else:
-            rule, kept = lodo.rule_figures(hp.relative_cut)[0][0], list(lodo.members)
+            rule, kept = rules(CUTS, KERNELS, hp.relative_cut)[0], list(lodo.members)
         log(f"without {name}: cut {rule.cut}, smoothing {rule.smoothing}")
         figures["members"][name] = kept
         figures["rule"][name] = rule.to_json()
