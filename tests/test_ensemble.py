@@ -35,7 +35,7 @@ from services.ensemble.features import (
     figures_matrix,
     member_figures,
 )
-from services.ensemble.members import HttpMembers, MemberAnswer
+from services.ensemble.members import TRAINING_MEMBERS, HttpMembers, MemberAnswer
 from services.ensemble.model import default_model
 from services.fusion.features import FEATURES as FUSION_FEATURES
 from services.fusion.features import page_features
@@ -523,3 +523,28 @@ def test_training_cache_lives_in_the_users_cache_folder(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == str(expected)
         assert (expected / "set" / "bte.json.gz").is_file(), expected
+
+
+def test_two_datasets_leave_no_choice_to_make_without_the_one_scored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two datasets, leaving one out leaves one to fit on and none to choose on:
+    each held-out figure takes the plainest rule and every member, while the shipped
+    model still chooses on both."""
+    from services.ensemble.training import CUTS, KERNELS, Hyperparameters, rules, train
+    from tests.helpers import write_test_set
+
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
+    words = "Some words of a page about its subject, long enough to be kept."
+    page = f"<html><body><p>{words}</p><ul><li>Menu</li><li>Home</li></ul></body></html>"
+    sets = [write_test_set(tmp_path / "one", {"a": (page, words),
+                                              "b": (page.replace("Menu", "Nav"), words)}),
+            write_test_set(tmp_path / "two", {"c": (page.replace("Home", "Start"), words)})]
+    model = train(sets, tmp_path / "model.json", workers=1)
+    held_out = model.metadata["leave_one_dataset_out"]
+    plainest = rules(CUTS, KERNELS, Hyperparameters().relative_cut)[0].to_json()
+    assert held_out["rule"] == {"one": plainest, "two": plainest}
+    every = list(TRAINING_MEMBERS)
+    assert list(model.members) == every
+    assert held_out["members"] == {"one": every, "two": every}
+    assert held_out["trained_on"] == {"one": ["two"], "two": ["one"]}
+    assert (tmp_path / "model.json").is_file()
