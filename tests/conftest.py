@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,10 @@ def four_datasets(scrapinghub: Path, cleaneval: Path, chaos: Path, cleanportalev
     return [scrapinghub, cleaneval, chaos, cleanportaleval]
 
 
-# Figures that tests measure and report (printed at the end of the pytest run).
+# Figures that tests measure and report, printed at the end of the pytest run. A test's
+# lines travel on its call report, so they reach the summary from pytest-xdist's workers.
 REPORTED: list[str] = []
+SHOWN: list[str] = []
 
 
 def report(line: str) -> None:
@@ -62,8 +65,21 @@ def report(line: str) -> None:
     REPORTED.append(line)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    test_report = yield
+    test_report.user_properties.extend(("measured figure", line) for line in REPORTED)
+    REPORTED.clear()
+    return test_report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    SHOWN.extend(str(value) for key, value in report.user_properties if key == "measured figure")
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if REPORTED:
+    if SHOWN:
         terminalreporter.section("measured figures")
-        for line in REPORTED:
+        for line in SHOWN:
             terminalreporter.write_line(line)

@@ -777,7 +777,9 @@ def test_extract_sends_the_token_a_service_asks_for(monkeypatch: pytest.MonkeyPa
     assert len(by_flag.stdout.split()) > 50
 
 
-def test_extract_says_what_is_wrong_with_the_page_named(tmp_path: Path) -> None:
+def test_extract_says_what_is_wrong_with_the_page_named(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "300")  # usage errors in one line, however long tmp_path is
     runner = CliRunner()
     cases = {"no such file: ": [str(tmp_path / "missing.html")],
              "is a folder": [str(tmp_path)],
@@ -788,8 +790,7 @@ def test_extract_says_what_is_wrong_with_the_page_named(tmp_path: Path) -> None:
              "Extra inputs are not permitted": [str(tmp_path / "a.html"), "--options",
                                                 '{"nope": 1}']}
     for message, names in cases.items():
-        result = runner.invoke(app, ["extract", *names, "--service", "bte", "--in-process"],
-                               terminal_width=200)
+        result = runner.invoke(app, ["extract", *names, "--service", "bte", "--in-process"])
         assert result.exit_code == 2, result.output
         assert message in result.output, result.output
 
