@@ -43,7 +43,7 @@ from shared.contract import Block, ExtractReply, ServiceInfo
 from shared.datasets import REPO_ROOT, dataset_dir
 from shared.registry import SERVICES
 from shared.training import load_page
-from tests.helpers import dataset_pages
+from tests.helpers import dataset_pages, write_test_set
 
 PAGE = ("<html><body><div><p>alpha beta gamma</p><p>delta epsilon</p>"
         "<p>home menu</p></div></body></html>")
@@ -531,7 +531,6 @@ def test_two_datasets_leave_no_choice_to_make_without_the_one_scored(
     each held-out figure takes the plainest rule and every member, while the shipped
     model still chooses on both."""
     from services.ensemble.training import CUTS, KERNELS, Hyperparameters, rules, train
-    from tests.helpers import write_test_set
 
     monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
     words = "Some words of a page about its subject, long enough to be kept."
