@@ -156,9 +156,11 @@ def fit_network(x: Matrix, y: npt.NDArray[np.float64], w: npt.NDArray[np.float64
                 params: NetworkParams, seed: int) -> tuple[MLPClassifier, Matrix, Matrix]:
     """scikit-learn's MLPClassifier on standardised rows, and the standardisation."""
     mean, scale = standardisation(x)
+    # At most the number of rows: scikit-learn clips it so too, with a warning.
+    batch = max(1, min(params.batch, len(x)))
     network = MLPClassifier(
         hidden_layer_sizes=params.hidden, activation="tanh", solver="adam",
-        alpha=params.l2, batch_size=params.batch, learning_rate_init=params.learning_rate,
+        alpha=params.l2, batch_size=batch, learning_rate_init=params.learning_rate,
         max_iter=params.epochs, shuffle=True, random_state=seed, tol=0.0,
         n_iter_no_change=params.epochs + 1, early_stopping=False)
     with threadpool_limits(1), warnings.catch_warnings():

@@ -76,7 +76,6 @@ class EnsembleModel:
         return fusion_columns(self.fusion_features)
 
 
-
 def read_model(path: Path) -> EnsembleModel:
     return EnsembleModel.from_json(read_json(path))
 
