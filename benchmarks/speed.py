@@ -279,7 +279,6 @@ def measure_in_process(target: str, pages_file: Path, repeat: int, pair_peer: bo
 # HTTP measurement
 
 
-
 def _tree_peak_mb(pid: int) -> float:
     """Summed peak RSS (VmHWM) of a process tree, in MB."""
     from tests.processes import tree_memory_bytes

@@ -87,6 +87,8 @@ from tests.servers import free_port
 
 MODES = ("serial", "embedded-1", "embedded-2", "local")
 PHASES = ("prepare", "extract", "transport", "parse", "score", "store")
+
+
 def machine_times_s() -> dict[str, float]:
     """The machine's CPU seconds since boot, summed over its cores (/proc/stat): idle
     (with iowait) and steal, the time the hypervisor gave this VM's cores to others."""

@@ -53,6 +53,7 @@ class DatasetError(ValueError):
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 """The built-in sample test set (orchestrator/sample/README.md says what it holds)."""
 
+
 @dataclass(frozen=True)
 class LabelledPage:
     """One test page. `html` is raw bytes (from files; decoded like the services do)

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import uvicorn
@@ -66,7 +66,8 @@ def serve_app(app: Any, ready_path: str | None = "/health",
 
 
 @contextmanager
-def serve_guarded(app: Any, limits: HttpLimits | None = None, lifespan: str = "auto"
+def serve_guarded(app: Any, limits: HttpLimits | None = None,
+                  lifespan: Literal["auto", "on", "off"] = "auto"
                   ) -> Iterator[tuple[str, serving._Server]]:
     """`app` under shared.serving's server (the guarded protocol with `limits`, the
     app's stop grace) in a thread on 127.0.0.1:<free port>, once it listens: its base

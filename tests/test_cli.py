@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -51,9 +52,9 @@ from orchestrator.runner import Outcome, RunSpec, create_run, execute_run
 from orchestrator.store import Store
 from orchestrator.testsets import LabelledPage, in_memory
 from shared.registry import SERVICES
-from tests.helpers import SAMPLE, resume_hint, set_run_owner
+from tests.helpers import REPO, SAMPLE, resume_hint, set_run_owner
 from tests.processes import as_a_terminal_starts_it, process_tree
-from tests.servers import REPO, free_port, local_stack, serve_app, serve_http
+from tests.servers import free_port, local_stack, serve_app, serve_http
 
 CLI = [sys.executable, "-m", "orchestrator.cli"]
 COMMAND_MODULES = ["orchestrator.commands_run", "orchestrator.commands_services",
@@ -358,6 +359,7 @@ def test_up_with_a_port_base_serves_on_the_shifted_port(tmp_path: Path) -> None:
     process = subprocess.Popen([*CLI, "up", "--services", "bte", "--port-base", str(base)],
                                cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert process.stderr is not None
     try:
         deadline = time.monotonic() + 180
         healthy = False
@@ -575,8 +577,13 @@ def test_serve_prints_the_url_it_listens_on_and_opens_the_store_given(tmp_path: 
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     lines: queue.Queue[str] = queue.Queue()
     assert process.stderr is not None
-    threading.Thread(target=lambda: [lines.put(line) for line in process.stderr],
-                     daemon=True).start()
+    stderr = process.stderr
+
+    def forward() -> None:
+        for line in stderr:
+            lines.put(line)
+
+    threading.Thread(target=forward, daemon=True).start()
     try:
         line = lines.get(timeout=120)
         url = f"http://127.0.0.1:{port}"
@@ -626,9 +633,11 @@ def test_two_settings_of_a_service_start_it_once(tmp_path: Path) -> None:
     assert any(strict < default for strict, default in lengths)
 
 
-def _commands(group: object, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+def _commands(group: object, path: tuple[str, ...] = ()
+              ) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every command below a click group, with its path of names."""
     for name, command in getattr(group, "commands", {}).items():
-        yield (*path, name)
+        yield (*path, name), command
         yield from _commands(command, (*path, name))
 
 
@@ -638,13 +647,10 @@ def test_every_command_has_a_one_line_summary() -> None:
     import typer
 
     root = typer.main.get_command(app)
-    commands = list(_commands(root))
+    commands = dict(_commands(root))
     assert ("train", "ensemble") in commands
     assert ("run",) in commands
-    for path in commands:
-        command = root
-        for name in path:
-            command = command.commands[name]
+    for path, command in commands.items():
         summary = (command.help or "").strip().split("\n\n")[0]
         assert summary, f"boilerbench {' '.join(path)} has no help"
         assert "\n" not in summary, f"boilerbench {' '.join(path)}: {summary!r}"

@@ -89,12 +89,10 @@ def test_documented_commands_and_options_exist() -> None:
     lines = documented_command_lines()
     assert len(lines) > 30
     root = typer.main.get_command(app)
-    context = root.context_class(root)
     for source, line in lines:
         words = shlex.split(line)[1:]
         command = root
-        while hasattr(command, "commands") and words and (
-                sub := command.get_command(context, words[0])) is not None:
+        while words and (sub := getattr(command, "commands", {}).get(words[0])) is not None:
             command = sub
             words.pop(0)
         assert not hasattr(command, "commands"), f"{source}: no such command: {line}"

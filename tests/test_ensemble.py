@@ -530,7 +530,8 @@ def test_two_datasets_leave_no_choice_to_make_without_the_one_scored(
     """With two datasets, leaving one out leaves one to fit on and none to choose on:
     each held-out figure takes the plainest rule and every member, while the shipped
     model still chooses on both."""
-    from services.ensemble.training import CUTS, KERNELS, Hyperparameters, rules, train
+    from services.ensemble.training import CUTS, KERNELS, Hyperparameters, train
+    from shared.training import rules
 
     monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
     words = "Some words of a page about its subject, long enough to be kept."

@@ -14,11 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import Result
 from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from orchestrator.api import ApiSettings, create_app
 from orchestrator.cli import app
@@ -193,7 +192,6 @@ def test_names_with_brackets_are_printed_as_they_are(tmp_path: Path) -> None:
     assert f"report.html: {tmp_path / 'out[/x]'}" in done.output
 
 
-
 def test_control_characters_in_names_are_shown_not_obeyed(tmp_path: Path) -> None:
     """An ESC sequence in a file name would clear or retitle the terminal that prints
     the warning naming it; it is written out instead."""
@@ -209,6 +207,7 @@ def test_control_characters_in_names_are_shown_not_obeyed(tmp_path: Path) -> Non
     assert "\x07" not in done.output
     assert "html/draft\\x1b[2J\\x1b]0;owned\\x07.html has no content" in done.output
     assert "tool\\x1b[31m" in done.output
+
 
 def test_a_resumed_run_whose_prediction_file_is_gone_fails_in_one_line(tmp_path: Path
                                                                        ) -> None:

@@ -47,7 +47,6 @@ from tests.servers import local_stack, serve_app, stand_in_service
 pytestmark = pytest.mark.e2e
 
 
-
 def sample_pages(name: str, copies: int) -> list[LabelledPage]:
     """The sample set's pages, repeated under new ids."""
     dataset = open_dataset_dir(SAMPLE)

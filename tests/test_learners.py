@@ -5,6 +5,7 @@ leave-one-dataset-out split."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -111,7 +112,7 @@ class Majority:
         return np.full(len(features), self.share)
 
 
-def share_of(pages: list[TrainingPage]) -> float:
+def share_of(pages: Sequence[TrainingPage]) -> float:
     return float(np.concatenate([p.labels for p in pages]).mean())
 
 
@@ -121,7 +122,7 @@ class RecordingFit:
     def __init__(self) -> None:
         self.seen: list[set[str]] = []
 
-    def __call__(self, train: list[TrainingPage]) -> Majority:
+    def __call__(self, train: Sequence[TrainingPage]) -> Majority:
         self.seen.append({p.dataset for p in train})
         return Majority(share_of(train))
 

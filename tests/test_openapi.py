@@ -20,10 +20,8 @@ from tests.helpers import tar_bytes
 from tests.servers import serve_service
 
 
-def _resolve(document: dict[str, object], ref: str) -> dict[str, object]:
-    name = ref.rsplit("/", 1)[1]
-    schemas = document["components"]["schemas"]  # type: ignore[index]
-    found: dict[str, object] = schemas[name]  # type: ignore[index]
+def _resolve(document: dict[str, Any], ref: str) -> dict[str, Any]:
+    found: dict[str, Any] = document["components"]["schemas"][ref.rsplit("/", 1)[1]]
     return found
 
 
@@ -38,15 +36,15 @@ def test_extract_body_is_typed_with_the_algorithms_options() -> None:
     content = document["paths"]["/extract"]["post"]["requestBody"]["content"]
     body = content["application/json"]["schema"]
     assert body["required"] == ["html"]
-    options = _resolve(document, body["properties"]["options"]["$ref"])  # type: ignore[index]
-    assert "language" in options["properties"]  # type: ignore[operator]
+    options = _resolve(document, body["properties"]["options"]["$ref"])
+    assert "language" in options["properties"]
     assert content["text/html"]["schema"]["type"] == "string"
     # /extract is answered outside the router; the document still describes its replies.
     assert not [route for route in client.app.routes  # type: ignore[attr-defined]
                 if getattr(route, "path", None) == "/extract"]
     replies = document["paths"]["/extract"]["post"]["responses"]
     reply = _resolve(document, replies["200"]["content"]["application/json"]["schema"]["$ref"])
-    assert {"algorithm", "text", "blocks", "elapsed_ms"} <= set(reply["required"])  # type: ignore[arg-type]
+    assert {"algorithm", "text", "blocks", "elapsed_ms"} <= set(reply["required"])
     for status in ("401", "405", "413", "415", "422", "503", "504"):
         error = replies[status]["content"]["application/json"]["schema"]["$ref"]
         assert error.endswith("/ErrorReply")
@@ -64,7 +62,7 @@ def test_post_runs_body_is_typed_and_docs_work_offline(tmp_path: Path) -> None:
         docs = client.get("/docs")
     content = document["paths"]["/runs"]["post"]["requestBody"]["content"]
     body = _resolve(document, content["application/json"]["schema"]["$ref"])
-    assert {"dataset", "pages", "services", "options", "backend"} <= set(body["properties"])  # type: ignore[arg-type]
+    assert {"dataset", "pages", "services", "options", "backend"} <= set(body["properties"])
     assert "DatasetIn" in document["components"]["schemas"]
     assert content["multipart/form-data"]["schema"]["required"] == ["archive"]
     assert docs.status_code == 200

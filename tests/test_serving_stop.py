@@ -79,7 +79,6 @@ def test_a_stop_ignored_as_by_pid_1_still_ends_the_server() -> None:
     assert code == 128 + signal.SIGTERM, "the server waited for its request's thread"
 
 
-
 @contextmanager
 def _api(tmp_path: Path, grace: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     """The runs API as `python -m shared.serving` runs it, with a stop's grace of `grace`

@@ -371,9 +371,10 @@ def test_a_setting_that_bypasses_the_model_is_not_in_sample() -> None:
     its classifier was trained on, only the learned threshold's rows are in-sample."""
     rows = ("density", "density@fixed", "density@learned", "density@typo")
     results = [result(row, "p1", counts_with_f1(8, 1, 1), dataset="scrapinghub") for row in rows]
-    options = {"density@fixed": {"threshold": "fixed", "value": 0.4},
-               "density@learned": {"threshold": "learned"},
-               "density@typo": {"threshold": "fixd"}}  # refused by the service: taken as learned
+    options: dict[str, dict[str, object]] = {
+        "density@fixed": {"threshold": "fixed", "value": 0.4},
+        "density@learned": {"threshold": "learned"},
+        "density@typo": {"threshold": "fixd"}}  # refused by the service: taken as learned
     summary = summarize(results, options=options)
     flagged = {row: summary.get(row, "scrapinghub").in_sample for row in rows}
     assert flagged == {"density": True, "density@fixed": False, "density@learned": True,

@@ -11,7 +11,7 @@ from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -320,7 +320,7 @@ def _api(store: Path) -> FastAPI:
     return create_app(ApiSettings(resume=False), config)
 
 
-def _post_run(client: TestClient, html: str = "<p>a page</p>") -> httpx.Response:
+def _post_run(client: TestClient, html: str = "<p>a page</p>") -> httpx2.Response:
     """POST /runs of one page, refused: its reply, an ErrorReply."""
     reply = client.post("/runs", json={"pages": [{"id": "p", "html": html, "gold": "x"}]})
     assert set(reply.json()) == {"error", "detail"}, reply.text

@@ -116,7 +116,6 @@ class DensityModel:
                    tuple(float(v) for v in data["smoothing"]), float(data["relative_cut"]))
 
 
-
 def read_model(path: Path) -> DensityModel:
     return DensityModel.from_json(read_json(path))
 

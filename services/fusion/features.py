@@ -164,8 +164,6 @@ def page_stoplist(tokens: Sequence[str]) -> frozenset[str]:
     return stoplists()[int(np.argmax(votes))][1]  # on a tie, the first by name
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class FusionBlock:
     """A text block: its text (whitespace normalised), its container (an element of the

@@ -63,7 +63,6 @@ class FusionModel:
                    dict(data["metadata"]))
 
 
-
 def read_model(path: Path) -> FusionModel:
     return FusionModel.from_json(read_json(path))
 

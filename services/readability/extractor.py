@@ -24,6 +24,7 @@ from shared.html import clean_text, parse_html, visible_text
 
 logging.getLogger("readability").setLevel(logging.CRITICAL)
 
+
 class ReadabilityOptions(TextPeerOptions):
     """readability.Document's candidate thresholds and class/id hints; defaults are its own."""
 
