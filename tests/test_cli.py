@@ -576,8 +576,8 @@ def test_serve_prints_the_url_it_listens_on_and_opens_the_store_given(tmp_path: 
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     lines: queue.Queue[str] = queue.Queue()
-    assert process.stderr is not None
     stderr = process.stderr
+    assert stderr is not None
 
     def forward() -> None:
         for line in stderr:
