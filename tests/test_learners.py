@@ -4,6 +4,7 @@ leave-one-dataset-out split."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ from shared.training import (
     leave_one_dataset_out,
     leave_two_datasets_out,
     load_datasets,
+    page_f1,
     word_f1,
 )
 from tests.helpers import walk_trees
@@ -197,3 +199,33 @@ def test_training_word_f1_is_the_runs_bag_of_words_f1() -> None:
         for gold in texts:
             assert word_f1(Counter(tokenize(extracted)), Counter(tokenize(gold))) == \
                 pytest.approx(bag_f1(extracted, gold)), (extracted, gold)
+
+
+@pytest.mark.dataset
+def test_a_pages_coded_word_bag_scores_any_units_as_counters_do(pages: list[TrainingPage]
+                                                                ) -> None:
+    """page_f1 counts integer codes (shared.training.WordBag); its figure must be the
+    Counters' float for float, or a rule or member chosen by it could differ."""
+    rng = np.random.default_rng(0)
+    for page in pages:
+        n = len(page.tokens)
+        masks = [np.zeros(n, dtype=bool), np.ones(n, dtype=bool),
+                 *(rng.random(n) < share for share in (0.1, 0.5, 0.9))]
+        for keep in masks:
+            extracted: Counter[str] = Counter()
+            for tokens, kept in zip(page.tokens, keep, strict=True):
+                if kept:
+                    extracted.update(tokens)
+            assert page_f1(page, keep) == word_f1(extracted, page.gold), page.page_id
+    with pytest.raises(ValueError, match="flags for"):
+        page_f1(pages[0], np.ones(len(pages[0].tokens) + 1, dtype=bool))
+
+
+def test_a_word_bag_scores_empty_units_and_an_empty_gold_as_counters_do() -> None:
+    tokens = [["a", "b"], ["b"], []]  # the last unit holds no token
+    for gold in (Counter(), Counter(["b", "c"])):
+        page = TrainingPage("set", "page", np.zeros((3, 1)), np.zeros(3), tokens, gold)
+        for keep in itertools.product([False, True], repeat=3):
+            extracted = Counter(t for unit, kept in zip(tokens, keep, strict=True)
+                                for t in unit if kept)
+            assert page_f1(page, np.array(keep)) == word_f1(extracted, gold), (gold, keep)

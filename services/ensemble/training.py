@@ -27,6 +27,7 @@ Training only: no service imports this at runtime.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -118,6 +119,11 @@ class EnsemblePage:
     def as_page(self, features: Matrix) -> TrainingPage:
         return TrainingPage(self.dataset, self.page_id, features, self.labels, self.tokens,
                             self.gold, self.html_digest)
+
+    @functools.cached_property
+    def scored(self) -> TrainingPage:
+        """The page as the rule and member choices score it (its word bag built once)."""
+        return self.as_page(self.fusion)
 
 
 def _build_page(job: tuple[str, str, Path, Path, dict[str, MemberAnswer]]
@@ -227,7 +233,7 @@ class Lodo:
         if relative_cut not in self._rule_figures:
             candidates = rules(CUTS, KERNELS, relative_cut)
             self._rule_figures[relative_cut] = candidates, rule_scores(
-                [p.as_page(p.fusion) for p in self.pages], self.probabilities(self.members),
+                [p.scored for p in self.pages], self.probabilities(self.members),
                 candidates)
         return self._rule_figures[relative_cut]
 
@@ -243,7 +249,7 @@ def lodo_models(pages: Sequence[EnsemblePage], members: Sequence[str], hp: Hyper
 
 def scores_at(pages: Sequence[EnsemblePage], probabilities: Sequence[Matrix], rule: Rule
               ) -> dict[str, float]:
-    return rule_scores([p.as_page(p.fusion) for p in pages], probabilities, [rule])[0]
+    return rule_scores([p.scored for p in pages], probabilities, [rule])[0]
 
 
 def choose_rule(lodo: Lodo, hp: Hyperparameters, datasets: Sequence[str]) -> Rule:
@@ -339,7 +345,7 @@ def checks(model: EnsembleModel, pages: Sequence[EnsemblePage], kept: Sequence[s
         chosen = firsts.setdefault(page.dataset, [])
         if len(chosen) < CHECK_PAGES:
             chosen.append(page)
-    scores = {name: {p.page_id: round(page_f1(p.as_page(p.fusion),
+    scores = {name: {p.page_id: round(page_f1(p.scored,
                                               model.decide(p.matrix(model.members, kept))[1]), 6)
                      for p in chosen} for name, chosen in firsts.items()}
     matrix = np.vstack([p.matrix(model.members, kept) for c in firsts.values() for p in c])
