@@ -267,8 +267,8 @@ def word_f1(extracted: Counter[str], gold: Counter[str]) -> float:
     """Bag-of-words F1 (multiset intersection; 0 for an empty extract or no overlap,
     but 1 for an empty extract of an empty gold, as a run scores it: a page labelled
     as holding no content is then a page kept empty, not one lost whatever is kept).
-    Counters rather than orchestrator.scoring, which works on text: training scores
-    thousands of unit subsets of already-tokenized pages."""
+    Counters of tokens rather than orchestrator.scoring, which works on text; a set of
+    a page's units is scored through its WordBag, by the same rule (f1_of_counts)."""
     return f1_of_counts(sum((extracted & gold).values()), sum(extracted.values()),
                         sum(gold.values()))
 
